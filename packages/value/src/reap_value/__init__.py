@@ -1,0 +1,42 @@
+"""Vectorised advantage and return estimators: GAE, TD(lambda), TD(1), TD(0).
+
+Examples:
+    >>> import torch
+    >>> import reap_value
+    >>> adv, target = reap_value.vec_generalized_advantage_estimate(
+    ...     0.99, 0.95, torch.zeros(4, 1), torch.zeros(4, 1), torch.ones(4, 1),
+    ...     torch.zeros(4, 1, dtype=torch.bool),
+    ... )
+    >>> adv.shape
+    torch.Size([4, 1])
+"""
+
+from reap_value.functional import (
+    generalized_advantage_estimate,
+    td0_advantage_estimate,
+    td0_return_estimate,
+    td1_advantage_estimate,
+    td1_return_estimate,
+    td_lambda_advantage_estimate,
+    td_lambda_return_estimate,
+    vec_generalized_advantage_estimate,
+    vec_td1_advantage_estimate,
+    vec_td1_return_estimate,
+    vec_td_lambda_advantage_estimate,
+    vec_td_lambda_return_estimate,
+)
+
+__all__ = [
+    "generalized_advantage_estimate",
+    "vec_generalized_advantage_estimate",
+    "td0_return_estimate",
+    "td0_advantage_estimate",
+    "td1_return_estimate",
+    "vec_td1_return_estimate",
+    "td1_advantage_estimate",
+    "vec_td1_advantage_estimate",
+    "td_lambda_return_estimate",
+    "vec_td_lambda_return_estimate",
+    "td_lambda_advantage_estimate",
+    "vec_td_lambda_advantage_estimate",
+]

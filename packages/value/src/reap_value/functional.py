@@ -1,0 +1,504 @@
+"""Functional advantage and return estimators with TorchRL's names, arguments and shapes.
+
+Inputs have shape ``[*B, T, *F]`` with time at ``time_dim`` (``-2`` by default, so
+``[*B, T, 1]`` for scalar rewards). ``done`` ends a trajectory: nothing accumulates across it.
+``terminated`` zeroes the bootstrap value; a step that is done but not terminated (a
+truncation) bootstraps from ``next_state_value``. ``terminated`` defaults to ``done``, and a
+terminated step counts as done. Every output has the shape of the inputs.
+
+``gamma`` and ``lmbda`` are numbers (the fast path) or tensors broadcastable to the inputs'
+shape, for example one value per step (the general path); both are exact. The ``vec_`` names
+and the plain names run the same log-depth scan (see :mod:`reap_value._scan`): the plain names
+exist so that TorchRL code keeps working.
+
+Examples:
+    >>> import torch
+    >>> from reap_value.functional import vec_generalized_advantage_estimate
+    >>> value = torch.zeros(1, 3, 1)
+    >>> reward = torch.ones(1, 3, 1)
+    >>> done = torch.tensor([False, True, False]).reshape(1, 3, 1)
+    >>> adv, target = vec_generalized_advantage_estimate(0.5, 1.0, value, value, reward, done)
+    >>> adv.flatten()
+    tensor([1.5000, 1.0000, 1.0000])
+"""
+
+from __future__ import annotations
+
+import torch
+
+from reap_value._checks import Coefficient, check_coefficient, check_tensors, check_time_dim
+from reap_value._scan import reverse_scan
+
+__all__ = [
+    "generalized_advantage_estimate",
+    "vec_generalized_advantage_estimate",
+    "td0_return_estimate",
+    "td0_advantage_estimate",
+    "td1_return_estimate",
+    "vec_td1_return_estimate",
+    "td1_advantage_estimate",
+    "vec_td1_advantage_estimate",
+    "td_lambda_return_estimate",
+    "vec_td_lambda_return_estimate",
+    "td_lambda_advantage_estimate",
+    "vec_td_lambda_advantage_estimate",
+]
+
+
+# --------------------------------------------------------------------------- shared cores
+
+
+def _prepare(gamma, lmbda, time_dim, tensors):
+    """Check everything; return (tensors with flags as bool, time index, shape)."""
+    checked = check_tensors(tensors)
+    any_tensor = next(iter(checked.values()))
+    shape = any_tensor.shape
+    dim = check_time_dim(time_dim, len(shape))
+    check_coefficient("gamma", gamma, shape)
+    if lmbda is not None:
+        check_coefficient("lmbda", lmbda, shape)
+    if "terminated" in checked:
+        # A terminated step always ends its trajectory.
+        checked["done"] = checked["done"] | checked["terminated"]
+    else:
+        checked["terminated"] = checked["done"]
+    return checked, dim, shape
+
+
+def _gae(gamma, lmbda, state_value, next_state_value, reward, done, terminated, dim):
+    bootstrap = next_state_value.masked_fill(terminated, 0.0)
+    # delta[t] = r[t] + gamma * V(s[t+1]) * (1 - terminated[t]) - V(s[t])
+    if isinstance(gamma, torch.Tensor):
+        delta = reward + gamma * bootstrap
+    else:
+        delta = torch.add(reward, bootstrap, alpha=gamma)
+    delta = delta - state_value
+    not_done = (~done).to(delta.dtype)
+    coef = not_done * (gamma * lmbda)
+    advantage = reverse_scan(coef, delta, dim=dim)
+    return advantage, advantage + state_value
+
+
+def _td_lambda(gamma, lmbda, next_state_value, reward, done, terminated, dim):
+    """G[t] = r[t] + gamma[t] * ((1 - lmbda nd[t]) V'[t] + lmbda nd[t] G[t+1]).
+
+    ``V'`` is the bootstrap (zero where terminated) and ``nd`` is "not done", forced to zero at
+    the last step, where the return bootstraps from ``V'`` alone.
+    """
+    length = done.shape[dim]
+    bootstrap = next_state_value.masked_fill(terminated, 0.0)
+    continues = ~done
+    if length:
+        continues = continues.clone()
+        continues.narrow(dim, length - 1, 1).fill_(False)
+    coef = continues.to(bootstrap.dtype) * (gamma * lmbda)
+    # (gamma - gamma * lmbda * nd) * V' = gamma * (1 - lmbda * nd) * V'
+    base = reward + (gamma - coef) * bootstrap
+    return reverse_scan(coef, base, dim=dim)
+
+
+def _time_varying(gamma, dim, shape) -> bool:
+    """Whether ``gamma`` is a tensor with more than one value along the time dimension."""
+    if not isinstance(gamma, torch.Tensor):
+        return False
+    index = dim - (len(shape) - gamma.ndim)
+    return index >= 0 and gamma.shape[index] > 1
+
+
+def _td_lambda_fixed_gamma(gamma, lmbda, next_state_value, reward, done, terminated, dim):
+    """``rolling_gamma=False``: the return at step k discounts every later step by gamma[k]."""
+    shape = reward.shape
+    length = shape[dim]
+    gamma = gamma.expand(shape)
+    if isinstance(lmbda, torch.Tensor):
+        lmbda = lmbda.expand(shape)
+    pieces = []
+    for k in range(length):
+        n = length - k
+
+        def tail(x, k=k, n=n):
+            return x.narrow(dim, k, n) if isinstance(x, torch.Tensor) else x
+
+        g_k = gamma.narrow(dim, k, 1)
+        returns = _td_lambda(
+            g_k, tail(lmbda), tail(next_state_value), tail(reward), tail(done), tail(terminated), dim
+        )
+        pieces.append(returns.narrow(dim, 0, 1))
+    if not pieces:
+        return torch.empty_like(reward)
+    return torch.cat(pieces, dim)
+
+
+def _returns(gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim):
+    tensors, dim, shape = _prepare(
+        gamma,
+        lmbda,
+        time_dim,
+        {
+            "next_state_value": next_state_value,
+            "reward": reward,
+            "done": done,
+            "terminated": terminated,
+        },
+    )
+    args = (
+        tensors["next_state_value"],
+        tensors["reward"],
+        tensors["done"],
+        tensors["terminated"],
+        dim,
+    )
+    if rolling_gamma is False and _time_varying(gamma, dim, shape):
+        return _td_lambda_fixed_gamma(gamma, lmbda, *args)
+    return _td_lambda(gamma, lmbda, *args)
+
+
+# --------------------------------------------------------------------------- GAE
+
+
+def vec_generalized_advantage_estimate(
+    gamma: Coefficient,
+    lmbda: Coefficient,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimate; returns ``(advantage, value_target)``.
+
+    ``advantage[t] = delta[t] + gamma * lmbda * (1 - done[t]) * advantage[t + 1]`` with
+    ``delta[t] = reward[t] + gamma * (1 - terminated[t]) * next_state_value[t] - state_value[t]``
+    and ``value_target = advantage + state_value``. ``gamma`` and ``lmbda`` may be per-step
+    tensors, in which case the values at step ``t`` are used there.
+
+    Examples:
+        >>> import torch
+        >>> v = torch.zeros(2, 4, 1)
+        >>> r = torch.ones(2, 4, 1)
+        >>> d = torch.zeros(2, 4, 1, dtype=torch.bool)
+        >>> adv, target = vec_generalized_advantage_estimate(0.5, 1.0, v, v, r, d)
+        >>> adv[0].flatten()
+        tensor([1.8750, 1.7500, 1.5000, 1.0000])
+        >>> adv.shape == r.shape
+        True
+    """
+    tensors, dim, _ = _prepare(
+        gamma,
+        lmbda,
+        time_dim,
+        {
+            "state_value": state_value,
+            "next_state_value": next_state_value,
+            "reward": reward,
+            "done": done,
+            "terminated": terminated,
+        },
+    )
+    return _gae(
+        gamma,
+        lmbda,
+        tensors["state_value"],
+        tensors["next_state_value"],
+        tensors["reward"],
+        tensors["done"],
+        tensors["terminated"],
+        dim,
+    )
+
+
+def generalized_advantage_estimate(
+    gamma: Coefficient,
+    lmbda: Coefficient,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    time_dim: int = -2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimate; the same as :func:`vec_generalized_advantage_estimate`.
+
+    Examples:
+        >>> import torch
+        >>> v = torch.zeros(3, 1)
+        >>> adv, target = generalized_advantage_estimate(
+        ...     1.0, 1.0, v, v, torch.ones(3, 1), torch.zeros(3, 1, dtype=torch.bool)
+        ... )
+        >>> adv.flatten()
+        tensor([3., 2., 1.])
+    """
+    return vec_generalized_advantage_estimate(
+        gamma, lmbda, state_value, next_state_value, reward, done, terminated, time_dim=time_dim
+    )
+
+
+# --------------------------------------------------------------------------- TD(0)
+
+
+def td0_return_estimate(
+    gamma: Coefficient,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    *,
+    done: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """TD(0) return: ``reward + gamma * (1 - terminated) * next_state_value``.
+
+    ``done`` is only used in place of a missing ``terminated``.
+
+    Examples:
+        >>> import torch
+        >>> td0_return_estimate(
+        ...     0.5, torch.full((2, 1), 2.0), torch.ones(2, 1), torch.tensor([[False], [True]])
+        ... )
+        tensor([[2.],
+                [1.]])
+    """
+    if terminated is None:
+        if done is None:
+            raise ValueError("td0_return_estimate needs terminated (or done)")
+        terminated = done
+    tensors = check_tensors(
+        {"next_state_value": next_state_value, "reward": reward, "terminated": terminated}
+    )
+    check_coefficient("gamma", gamma, reward.shape)
+    bootstrap = tensors["next_state_value"].masked_fill(tensors["terminated"], 0.0)
+    return tensors["reward"] + gamma * bootstrap
+
+
+def td0_advantage_estimate(
+    gamma: Coefficient,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """TD(0) advantage: the TD(0) return minus ``state_value``.
+
+    Examples:
+        >>> import torch
+        >>> td0_advantage_estimate(
+        ...     0.5, torch.ones(1, 1), torch.full((1, 1), 2.0), torch.ones(1, 1),
+        ...     torch.zeros(1, 1, dtype=torch.bool),
+        ... )
+        tensor([[1.]])
+    """
+    if terminated is None:
+        terminated = done
+    if not isinstance(state_value, torch.Tensor) or state_value.shape != reward.shape:
+        check_tensors({"reward": reward, "state_value": state_value})
+    returns = td0_return_estimate(gamma, next_state_value, reward, terminated)
+    return returns - state_value
+
+
+# --------------------------------------------------------------------------- TD(1)
+
+
+def vec_td1_return_estimate(
+    gamma: Coefficient,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(1) (Monte-Carlo) return, bootstrapped at truncations and at the last step.
+
+    ``rolling_gamma`` matters only for a ``gamma`` tensor that varies along time: ``True``
+    (the default) discounts step ``t`` by ``gamma[t]``; ``False`` discounts every later step
+    of the return at ``k`` by ``gamma[k]``.
+
+    Examples:
+        >>> import torch
+        >>> nv = torch.zeros(3, 1)
+        >>> vec_td1_return_estimate(0.5, nv, torch.ones(3, 1), torch.zeros(3, 1, dtype=torch.bool)).flatten()
+        tensor([1.7500, 1.5000, 1.0000])
+    """
+    return _returns(gamma, 1.0, next_state_value, reward, done, terminated, rolling_gamma, time_dim)
+
+
+def td1_return_estimate(
+    gamma: Coefficient,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    *,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(1) return; the same as :func:`vec_td1_return_estimate`.
+
+    Examples:
+        >>> import torch
+        >>> nv = torch.full((2, 1), 4.0)
+        >>> td1_return_estimate(0.5, nv, torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.bool)).flatten()
+        tensor([2.5000, 3.0000])
+    """
+    return _returns(gamma, 1.0, next_state_value, reward, done, terminated, rolling_gamma, time_dim)
+
+
+def vec_td1_advantage_estimate(
+    gamma: Coefficient,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(1) advantage: :func:`vec_td1_return_estimate` minus ``state_value``.
+
+    Examples:
+        >>> import torch
+        >>> z = torch.zeros(2, 1)
+        >>> vec_td1_advantage_estimate(1.0, torch.ones(2, 1), z, torch.ones(2, 1), z.bool()).flatten()
+        tensor([1., 0.])
+    """
+    _check_state_value(state_value, reward)
+    returns = vec_td1_return_estimate(
+        gamma, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+    )
+    return returns - state_value
+
+
+def td1_advantage_estimate(
+    gamma: Coefficient,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(1) advantage; the same as :func:`vec_td1_advantage_estimate`.
+
+    Examples:
+        >>> import torch
+        >>> z = torch.zeros(2, 1)
+        >>> td1_advantage_estimate(1.0, z, z, torch.ones(2, 1), z.bool()).flatten()
+        tensor([2., 1.])
+    """
+    return vec_td1_advantage_estimate(
+        gamma, state_value, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+    )
+
+
+# --------------------------------------------------------------------------- TD(lambda)
+
+
+def vec_td_lambda_return_estimate(
+    gamma: Coefficient,
+    lmbda: Coefficient,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    *,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(lambda) return.
+
+    ``G[t] = reward[t] + gamma * ((1 - lmbda) * V'[t] + lmbda * G[t + 1])`` inside a
+    trajectory, ``G[t] = reward[t] + gamma * V'[t]`` where it ends (done) and at the last step,
+    with ``V' = (1 - terminated) * next_state_value``. See :func:`vec_td1_return_estimate` for
+    ``rolling_gamma``.
+
+    Examples:
+        >>> import torch
+        >>> nv = torch.full((3, 1), 2.0)
+        >>> d = torch.zeros(3, 1, dtype=torch.bool)
+        >>> vec_td_lambda_return_estimate(0.5, 0.5, nv, torch.ones(3, 1), d).flatten()
+        tensor([2.1875, 2.2500, 2.0000])
+    """
+    return _returns(
+        gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+    )
+
+
+def td_lambda_return_estimate(
+    gamma: Coefficient,
+    lmbda: Coefficient,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    *,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(lambda) return; the same as :func:`vec_td_lambda_return_estimate`.
+
+    Examples:
+        >>> import torch
+        >>> nv = torch.zeros(2, 1)
+        >>> td_lambda_return_estimate(1.0, 0.5, nv, torch.ones(2, 1), nv.bool()).flatten()
+        tensor([1.5000, 1.0000])
+    """
+    return _returns(
+        gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+    )
+
+
+def vec_td_lambda_advantage_estimate(
+    gamma: Coefficient,
+    lmbda: Coefficient,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(lambda) advantage: :func:`vec_td_lambda_return_estimate` minus ``state_value``.
+
+    Examples:
+        >>> import torch
+        >>> z = torch.zeros(2, 1)
+        >>> vec_td_lambda_advantage_estimate(1.0, 0.5, torch.ones(2, 1), z, torch.ones(2, 1), z.bool()).flatten()
+        tensor([0.5000, 0.0000])
+    """
+    _check_state_value(state_value, reward)
+    returns = vec_td_lambda_return_estimate(
+        gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim=time_dim
+    )
+    return returns - state_value
+
+
+def td_lambda_advantage_estimate(
+    gamma: Coefficient,
+    lmbda: Coefficient,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rolling_gamma: bool | None = None,
+    time_dim: int = -2,
+) -> torch.Tensor:
+    """TD(lambda) advantage; the same as :func:`vec_td_lambda_advantage_estimate`.
+
+    Examples:
+        >>> import torch
+        >>> z = torch.zeros(1, 1)
+        >>> td_lambda_advantage_estimate(0.9, 0.9, z, z, torch.ones(1, 1), z.bool())
+        tensor([[1.]])
+    """
+    return vec_td_lambda_advantage_estimate(
+        gamma, lmbda, state_value, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+    )
+
+
+def _check_state_value(state_value, reward) -> None:
+    check_tensors({"reward": reward, "state_value": state_value})

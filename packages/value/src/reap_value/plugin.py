@@ -1,0 +1,1 @@
+"""Registers reap-value with reap's plugin manager."""

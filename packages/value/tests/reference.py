@@ -1,0 +1,85 @@
+"""Plain reference loops over time, written from the definitions, for the exactness tests.
+
+Each takes tensors of shape ``[*B, T, *F]`` with time at ``time_dim`` and per-step
+coefficients (already broadcast to that shape), and walks backwards one step at a time.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _per_step(x, like):
+    if isinstance(x, torch.Tensor):
+        return x.expand(like.shape)
+    return torch.full_like(like, float(x))
+
+
+def gae(gamma, lmbda, value, next_value, reward, done, terminated=None, time_dim=-2):
+    terminated = done if terminated is None else terminated
+    done = done.bool() | terminated.bool()
+    gamma, lmbda = _per_step(gamma, reward), _per_step(lmbda, reward)
+    dims = [reward.ndim + time_dim if time_dim < 0 else time_dim]
+    moved = [
+        t.movedim(dims[0], 0)
+        for t in (gamma, lmbda, value, next_value, reward, done, terminated.bool())
+    ]
+    g, lm, v, nv, r, d, term = moved
+    adv = torch.zeros_like(r)
+    running = torch.zeros_like(r[0])
+    for t in reversed(range(r.shape[0])):
+        bootstrap = torch.where(term[t], torch.zeros_like(nv[t]), nv[t])
+        delta = r[t] + g[t] * bootstrap - v[t]
+        running = delta + g[t] * lm[t] * torch.where(d[t], torch.zeros_like(running), running)
+        adv[t] = running
+    adv = adv.movedim(0, dims[0])
+    return adv, adv + value
+
+
+def td_lambda(gamma, lmbda, next_value, reward, done, terminated=None, time_dim=-2):
+    terminated = done if terminated is None else terminated
+    done = done.bool() | terminated.bool()
+    gamma, lmbda = _per_step(gamma, reward), _per_step(lmbda, reward)
+    dim = reward.ndim + time_dim if time_dim < 0 else time_dim
+    g, lm, nv, r, d, term = (
+        t.movedim(dim, 0) for t in (gamma, lmbda, next_value, reward, done, terminated.bool())
+    )
+    out = torch.zeros_like(r)
+    length = r.shape[0]
+    later = None
+    for t in reversed(range(length)):
+        bootstrap = torch.where(term[t], torch.zeros_like(nv[t]), nv[t])
+        if t == length - 1:
+            ret = r[t] + g[t] * bootstrap
+        else:
+            blended = (1 - lm[t]) * bootstrap + lm[t] * later
+            ret = r[t] + g[t] * torch.where(d[t], bootstrap, blended)
+        out[t] = ret
+        later = ret
+    return out.movedim(0, dim)
+
+
+def td_lambda_fixed_gamma(gamma, lmbda, next_value, reward, done, terminated=None, time_dim=-2):
+    """``rolling_gamma=False``: the return at step k uses gamma[k] for every later step."""
+    dim = reward.ndim + time_dim if time_dim < 0 else time_dim
+    gamma = _per_step(gamma, reward)
+    length = reward.shape[dim]
+    pieces = []
+    for k in range(length):
+        g_k = gamma.narrow(dim, k, 1).expand_as(gamma)
+
+        def tail(x, k=k):
+            if isinstance(x, torch.Tensor) and x.ndim:
+                return x.expand(reward.shape).narrow(dim, k, length - k)
+            return x
+
+        ret = td_lambda(
+            tail(g_k), tail(lmbda), tail(next_value), tail(reward), tail(done),
+            tail(terminated), time_dim=dim,
+        )
+        pieces.append(ret.narrow(dim, 0, 1))
+    return torch.cat(pieces, dim)
+
+
+def td0(gamma, next_value, reward, terminated):
+    return reward + gamma * torch.where(terminated.bool(), torch.zeros_like(next_value), next_value)
