@@ -1,0 +1,1 @@
+"""Multi-process sync and async collectors over shared memory."""

@@ -1,0 +1,1 @@
+"""Registers reap-collectors-mp with reap's plugin manager."""

@@ -1,0 +1,18 @@
+"""Collectors: the single-process ``Collector`` and the protocol all collectors share."""
+
+from reap.collectors.base import BaseCollector
+from reap.collectors.collector import Collector, SyncDataCollector
+from reap.collectors.multi import MultiCollector
+from reap.collectors.trajectories import TrajIdCounter, split_trajectories
+
+DataCollectorBase = BaseCollector
+
+__all__ = [
+    "BaseCollector",
+    "Collector",
+    "DataCollectorBase",
+    "MultiCollector",
+    "SyncDataCollector",
+    "TrajIdCounter",
+    "split_trajectories",
+]

@@ -1,0 +1,466 @@
+"""``Collector``: single-process collection with TorchRL's signature, at the raw loop's speed.
+
+The batch of every iteration lives in time-major arrays allocated once; each step the policy
+reads tensor views of them and the env writes into them in place (see ``reap.envs.base``). A
+batch is assembled with one copy per key when the rollout ends.
+
+``total_frames`` need not be a multiple of ``frames_per_batch``: collection stops after
+``ceil(total_frames / frames_per_batch)`` batches, so the frames yielded are ``total_frames``
+rounded up to a whole batch. ``frames_per_batch`` is likewise rounded up to a multiple of the
+number of envs (with a warning), as is ``init_random_frames`` to a whole number of batches.
+
+Examples:
+    >>> import torch
+    >>> from tensordict.nn import TensorDictModule
+    >>> from reap import Collector, GymEnv
+    >>> policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+    >>> with Collector(GymEnv("Pendulum-v1", num_envs=2), policy, frames_per_batch=8,
+    ...                total_frames=16) as collector:
+    ...     shapes = [batch["next", "reward"].shape for batch in collector]
+    >>> shapes
+    [torch.Size([2, 4, 1]), torch.Size([2, 4, 1])]
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import InteractionType, set_interaction_type
+
+from reap.collectors.base import BaseCollector, check_frames
+from reap.collectors.policy import PolicyRunner, check_action
+from reap.collectors.trajectories import TrajIdCounter, split_trajectories
+from reap.envs.base import EnvBase
+from reap.envs.serial import SerialEnv
+from reap.plugins import get_collector_backend, hook
+from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase
+
+LOCAL_BACKENDS = (None, "local", "direct")
+BACKEND_ALIASES = {"process": "mp"}
+
+
+def make_env(create_env_fn, create_env_kwargs=None) -> EnvBase:
+    """An env from an ``EnvBase``, a callable returning one, or a list of callables."""
+    if isinstance(create_env_fn, EnvBase):
+        return create_env_fn
+    if isinstance(create_env_fn, Sequence) and not isinstance(create_env_fn, str):
+        if len(create_env_fn) == 1:
+            return make_env(create_env_fn[0], create_env_kwargs)
+        return SerialEnv(len(create_env_fn), list(create_env_fn), create_env_kwargs=create_env_kwargs)
+    if callable(create_env_fn):
+        env = create_env_fn(**(create_env_kwargs or {}))
+        if not isinstance(env, EnvBase):
+            raise TypeError(
+                f"create_env_fn returned {type(env).__name__}; it must return a reap EnvBase "
+                "(wrap gymnasium envs with reap.GymEnv)"
+            )
+        return env
+    raise TypeError(
+        f"create_env_fn must be an EnvBase, a callable returning one or a list of callables, "
+        f"got {type(create_env_fn).__name__}"
+    )
+
+
+def _exploration(value) -> InteractionType:
+    if isinstance(value, InteractionType):
+        return value
+    if isinstance(value, str):
+        try:
+            return InteractionType(value.lower())
+        except ValueError:
+            pass
+    options = ", ".join(repr(m.value) for m in InteractionType)
+    raise ValueError(f"exploration_type must be an ExplorationType or one of {options}, got {value!r}")
+
+
+def _check_cpu(name: str, device) -> torch.device | None:
+    if device is None:
+        return None
+    device = torch.device(device)
+    if device.type != "cpu" and name == "env_device":
+        raise ValueError(
+            f"env_device={str(device)!r}: reap envs step on the CPU; leave env_device unset and use "
+            "storing_device to place batches on another device"
+        )
+    return device
+
+
+class Collector(BaseCollector):
+    """Collect batches of ``frames_per_batch`` frames from one env (batched or not).
+
+    Arguments follow TorchRL's ``Collector``. ``backend`` other than ``"local"`` hands the
+    arguments to the registered backend (``"mp"``, ``"ray"``, ...), which returns its own
+    collector; ``sync`` chooses sync or async collection for those backends.
+    """
+
+    def __new__(cls, create_env_fn=None, policy=None, *args, backend=None, **kwargs):
+        backend = BACKEND_ALIASES.get(backend, backend)
+        if backend in LOCAL_BACKENDS:
+            return super().__new__(cls)
+        if not isinstance(backend, str):
+            raise TypeError(f"backend must be a backend name (e.g. 'mp', 'ray'), got {backend!r}")
+        entry = get_collector_backend(backend)
+        return entry.factory(create_env_fn=create_env_fn, policy=policy, **kwargs)
+
+    def __init__(
+        self,
+        create_env_fn=None,
+        policy=None,
+        *,
+        policy_factory: Callable | None = None,
+        backend: str | None = None,
+        sync: bool | None = None,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        device=None,
+        storing_device=None,
+        policy_device=None,
+        env_device=None,
+        create_env_kwargs: dict | None = None,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        reset_at_each_iter: bool = False,
+        postproc: Callable | None = None,
+        split_trajs: bool | None = None,
+        exploration_type=InteractionType.RANDOM,
+        return_same_td: bool = False,
+        replay_buffer=None,
+        extend_buffer: bool = True,
+        track_traj_ids: bool = True,
+        weight_updater: WeightUpdaterBase | Callable | None = None,
+        worker_idx: int | None = None,
+        traj_id_counter: TrajIdCounter | None = None,
+    ):
+        check_frames(frames_per_batch, total_frames, "Collector")
+        if create_env_fn is None:
+            raise ValueError("Collector: create_env_fn is required (an env, or a callable returning one)")
+        if policy is not None and policy_factory is not None:
+            raise ValueError("Collector: pass policy or policy_factory, not both")
+        if policy_factory is not None and not callable(policy_factory):
+            raise TypeError(f"Collector: policy_factory must be callable, got {policy_factory!r}")
+        if max_frames_per_traj is not None and (
+            not isinstance(max_frames_per_traj, int) or max_frames_per_traj < 1
+        ):
+            raise ValueError(
+                f"Collector: max_frames_per_traj must be a positive int or None, got {max_frames_per_traj!r}"
+            )
+        if init_random_frames is not None and (
+            not isinstance(init_random_frames, int) or init_random_frames < 0
+        ):
+            raise ValueError(
+                f"Collector: init_random_frames must be a non-negative int or None, got {init_random_frames!r}"
+            )
+        if postproc is not None and not callable(postproc):
+            raise TypeError(f"Collector: postproc must be callable, got {postproc!r}")
+        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
+            raise TypeError("Collector: replay_buffer must have an extend() method (a reap replay buffer)")
+        self.exploration_type = _exploration(exploration_type)
+        self.storing_device = _check_cpu("storing_device", storing_device or device)
+        self.policy_device = _check_cpu("policy_device", policy_device or device)
+        _check_cpu("env_device", env_device or (device if device and torch.device(device).type == "cpu" else None))
+
+        self.env = make_env(create_env_fn, create_env_kwargs)
+        self._owns_env = not isinstance(create_env_fn, EnvBase)
+        self.n_envs = self.env.numel
+        self.worker_idx = -1 if worker_idx is None else worker_idx
+        requested = frames_per_batch
+        self._steps = math.ceil(frames_per_batch / self.n_envs)
+        self.frames_per_batch = self._steps * self.n_envs
+        if self.frames_per_batch != requested:
+            warnings.warn(
+                f"Collector: frames_per_batch={requested} is not a multiple of the env's "
+                f"{self.n_envs} envs; each batch will hold {self.frames_per_batch} frames",
+                UserWarning,
+                stacklevel=2,
+            )
+        self.total_frames = total_frames
+        self._target_frames = (
+            -1 if total_frames == -1
+            else math.ceil(total_frames / self.frames_per_batch) * self.frames_per_batch
+        )
+        self.init_random_frames = 0
+        if init_random_frames:
+            rounded = math.ceil(init_random_frames / self.frames_per_batch) * self.frames_per_batch
+            if rounded != init_random_frames:
+                warnings.warn(
+                    f"Collector: init_random_frames={init_random_frames} is not a multiple of "
+                    f"frames_per_batch={self.frames_per_batch}; random actions are used for the first "
+                    f"{rounded} frames (whole batches)",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            self.init_random_frames = rounded
+        self.max_frames_per_traj = max_frames_per_traj
+        self.reset_at_each_iter = reset_at_each_iter
+        self.postproc = postproc
+        self.split_trajs = bool(split_trajs)
+        self.return_same_td = return_same_td
+        self.replay_buffer = replay_buffer
+        self.extend_buffer = extend_buffer
+        self.track_traj_ids = track_traj_ids
+        self._traj_counter = traj_id_counter or TrajIdCounter()
+        self._generator = torch.Generator()
+        self._generator.seed()
+
+        self.policy = policy_factory() if policy_factory is not None else policy
+        if self.policy_device is not None and isinstance(self.policy, torch.nn.Module):
+            self.policy = self.policy.to(self.policy_device)
+        self._source_policy = policy
+        self._runner = PolicyRunner(self.policy, self.env, policy_device=self.policy_device,
+                                    generator=self._generator)
+        self._allocate()
+        if weight_updater is None:
+            weight_updater = VanillaWeightUpdater()
+        elif isinstance(weight_updater, type) or (
+            callable(weight_updater) and not isinstance(weight_updater, WeightUpdaterBase)
+        ):
+            weight_updater = weight_updater()
+        if not isinstance(weight_updater, WeightUpdaterBase):
+            raise TypeError(f"Collector: weight_updater must be a WeightUpdaterBase, got {weight_updater!r}")
+        self.weight_updater = weight_updater
+        self.weight_updater.register_collector(self)
+        self._frames = 0
+        self._iter = 0
+        self._started = False
+        self._closed = False
+
+    # ---- buffers ---------------------------------------------------------------------------
+    def _allocate(self) -> None:
+        env, steps = self.env, self._steps
+        root, nxt, root_td, next_td = env.allocate(steps)
+        self._root, self._next = root, nxt
+        self._root_torch = dict(root_td.items())
+        self._next_torch = dict(next_td.items())
+        env._reset_into(root, 0, None)
+        probe_in = TensorDict({k: self._root_torch[k][0] for k in env.state_keys}, batch_size=env.batch_size)
+        with torch.no_grad(), set_interaction_type(self.exploration_type):
+            outputs = self._runner.probe(probe_in)
+        check_action(outputs[env.action_key], env)
+        self._policy_keys = [k for k in outputs if k != env.action_key]
+        for key in self._policy_keys:
+            value = outputs[key]
+            if not isinstance(value, torch.Tensor) or tuple(value.shape[: len(env.batch_size)]) != tuple(env.batch_size):
+                raise ValueError(
+                    f"policy output {key!r} must be a tensor with the env's batch dims "
+                    f"{tuple(env.batch_size)}, got {getattr(value, 'shape', type(value).__name__)}"
+                )
+            buf = torch.zeros((steps + 1, *value.shape), dtype=value.dtype)
+            self._root_torch[key] = buf
+            root[key] = buf.numpy()
+        self._runner.bind(root, self._root_torch, [env.action_key, *self._policy_keys])
+        batch = env.batch_size
+        self._carry = [(root[k], nxt[k]) for k in env.state_keys]
+        self._carried_keys = [k for k in env.state_keys]
+        self._done_flat = nxt["done"].reshape(steps, -1)
+        self._traj = np.zeros((steps, *batch), dtype=np.int64)
+        self._cur_traj = np.zeros(batch, dtype=np.int64)
+        self._traj_len = np.zeros(batch, dtype=np.int64)
+        self._new_trajectories(None)
+        nb = len(batch)
+        self._out_sources = [
+            (k, v[:steps].movedim(0, nb)) for k, v in self._root_torch.items()
+        ] + [(("next", k), v.movedim(0, nb)) for k, v in self._next_torch.items()]
+        if self.track_traj_ids:
+            self._out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
+        self._out_batch_size = (*batch, steps)
+        self._same_td = None
+
+    def _new_trajectories(self, mask: np.ndarray | None) -> None:
+        count = self.n_envs if mask is None else int(mask.sum())
+        first = self._traj_counter.take(count)
+        ids = np.arange(first, first + count)
+        if mask is None:
+            self._cur_traj[...] = ids.reshape(self._cur_traj.shape)
+            self._traj_len[...] = 0
+        else:
+            self._cur_traj[mask] = ids
+            self._traj_len[mask] = 0
+
+    # ---- the hot loop ----------------------------------------------------------------------
+    def _rollout(self) -> None:
+        env, root, nxt = self.env, self._root, self._next
+        steps = self._steps
+        if self.reset_at_each_iter and self._started_batches:
+            env._reset_into(root, 0, None)
+            self._new_trajectories(None)
+        elif self._started_batches:
+            for key in self._carried_keys:
+                root[key][0] = root[key][steps]
+        step_into, action = env._step_into, root[env.action_key]
+        act = self._runner.random_action if self._frames < self.init_random_frames else self._runner
+        carry, done_flat, traj, cur = self._carry, self._done_flat, self._traj, self._cur_traj
+        single = self.n_envs == 1
+        max_len = self.max_frames_per_traj
+        for t in range(steps):
+            act(t)
+            step_into(action[t], t, root, nxt)
+            traj[t] = cur
+            if max_len is not None:
+                self._truncate_long(t, max_len)
+            for dest, src in carry:
+                dest[t + 1] = src[t]
+            if done_flat[t, 0] if single else done_flat[t].any():
+                self._reset_done(t)
+
+    def _truncate_long(self, t: int, max_len: int) -> None:
+        self._traj_len += 1
+        hit = self._traj_len >= max_len
+        if hit.any():
+            flags = self._next
+            flags["truncated"][t][hit] = True
+            flags["done"][t][hit] = True
+
+    def _reset_done(self, t: int) -> None:
+        mask = self._done_flat[t].reshape(self.env.batch_size)
+        if self.n_envs == 1:
+            self.env._reset_into(self._root, t + 1, None)
+            self._new_trajectories(None)
+        else:
+            mask = mask.copy()
+            self.env._reset_into(self._root, t + 1, mask)
+            self._new_trajectories(mask)
+
+    # ---- iteration -------------------------------------------------------------------------
+    _started_batches = 0
+
+    def _assemble(self) -> TensorDict:
+        if self.return_same_td and self._same_td is not None:
+            for key, src in self._out_sources:
+                self._same_td.get(key).copy_(src)
+            return self._same_td
+        data = {}
+        for key, src in self._out_sources:
+            data[key] = src.clone(memory_format=torch.contiguous_format)
+        batch = TensorDict(batch_size=self._out_batch_size)
+        for key, value in data.items():
+            batch.set(key, value)
+        if self.return_same_td:
+            self._same_td = batch
+        return batch
+
+    def iterator(self):
+        if self._closed:
+            raise RuntimeError("Collector: iterating a collector after shutdown(); create a new one")
+        if not self._started:
+            self._started = True
+            hook().reap_collector_start(collector=self, worker_idx=self.worker_idx)
+        while self._target_frames == -1 or self._frames < self._target_frames:
+            batch = self.rollout()
+            if self.replay_buffer is not None:
+                if self.extend_buffer:
+                    self.replay_buffer.extend(batch)
+                yield None
+            else:
+                yield batch
+
+    def rollout(self) -> TensorDictBase:
+        """Collect one batch (no post-processing loop bookkeeping beyond frame counts)."""
+        hook().reap_rollout_start(collector=self, worker_idx=self.worker_idx)
+        with torch.no_grad(), set_interaction_type(self.exploration_type):
+            self._rollout()
+        self._started_batches += 1
+        hook().reap_rollout_end(collector=self, worker_idx=self.worker_idx, frames=self.frames_per_batch)
+        batch = self._assemble()
+        self._frames += self.frames_per_batch
+        self._iter += 1
+        if self.storing_device is not None and self.storing_device.type != "cpu":
+            batch = batch.to(self.storing_device)
+        if self.split_trajs:
+            batch = split_trajectories(batch)
+        if self.postproc is not None:
+            batch = self.postproc(batch)
+        hook().reap_batch_ready(collector=self, batch=batch)
+        return batch
+
+    # ---- control ---------------------------------------------------------------------------
+    def reset(self, index=None) -> None:
+        """Reset every env (or those at ``index``) before the next step."""
+        steps = self._steps
+        if index is None:
+            self.env._reset_into(self._root, steps if self._started_batches else 0, None)
+            self._new_trajectories(None)
+            return
+        mask = np.zeros(self.env.batch_size, dtype=bool)
+        mask[index] = True
+        self.env._reset_into(self._root, steps if self._started_batches else 0, mask)
+        self._new_trajectories(mask)
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the env and the random-action generator; the envs restart from a reset."""
+        if not isinstance(seed, int):
+            raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
+        out = self.env.set_seed(seed, static_seed=static_seed)
+        self._generator.manual_seed(seed)
+        self.reset()
+        return out
+
+    def update_policy_weights_(self, policy_or_weights=None, *, worker_ids=None, model_id=None,
+                               weights_dict=None, **kwargs) -> None:
+        """Copy new weights into the collector's policy.
+
+        Accepts a module, a TensorDict, a state dict, ``weights_dict={"policy": ...}`` or the
+        keywords ``policy=``/``weights=``. With no argument, the policy the collector was given
+        is the source (a no-op when the collector runs that very object).
+        """
+        for name in ("policy", "weights", "policy_weights"):
+            if name in kwargs:
+                policy_or_weights = kwargs.pop(name)
+        if kwargs:
+            raise TypeError(f"update_policy_weights_: unexpected arguments {sorted(kwargs)}")
+        if model_id not in (None, "policy"):
+            raise ValueError(f"update_policy_weights_: model_id={model_id!r}; this collector holds only 'policy'")
+        if weights_dict is not None:
+            unknown = set(weights_dict) - {"policy"}
+            if unknown:
+                raise ValueError(f"update_policy_weights_: weights_dict has unknown models {sorted(unknown)}")
+            policy_or_weights = weights_dict.get("policy")
+        if policy_or_weights is None and self._source_policy is not None and self._source_policy is not self.policy:
+            policy_or_weights = self._source_policy
+        self.weight_updater.push_weights(policy_or_weights, worker_ids=worker_ids)
+
+    def state_dict(self) -> dict:
+        """Policy weights, env (transform) statistics and progress: tensors and ints only."""
+        state = {"frames": self._frames, "iter": self._iter, "env_state_dict": self.env.state_dict()}
+        if isinstance(self.policy, torch.nn.Module):
+            state["policy_state_dict"] = self.policy.state_dict()
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        if "policy_state_dict" in state_dict:
+            if not isinstance(self.policy, torch.nn.Module):
+                raise ValueError("load_state_dict: the state has policy weights but the policy is not a module")
+            self.policy.load_state_dict(state_dict["policy_state_dict"])
+        self.env.load_state_dict(state_dict.get("env_state_dict", {}))
+        self._frames = int(state_dict.get("frames", 0))
+        self._iter = int(state_dict.get("iter", 0))
+
+    def shutdown(self) -> None:
+        """Close the env (if this collector built it) and notify plugins; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            hook().reap_collector_shutdown(collector=self, worker_idx=self.worker_idx)
+        finally:
+            if getattr(self, "_owns_env", False):
+                self.env.close()
+
+    @property
+    def frames(self) -> int:
+        """Frames collected so far."""
+        return self._frames
+
+    def __repr__(self) -> str:
+        return (
+            f"Collector(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "
+            f"total_frames={self.total_frames}, frames={self._frames})"
+        )
+
+
+SyncDataCollector = Collector
+__all__ = ["Collector", "SyncDataCollector", "make_env"]

@@ -1,0 +1,185 @@
+"""Run a policy on the collector's step arrays without building a TensorDict per step.
+
+``PolicyRunner.bind(root, t)`` is called once per batch layout; then ``runner(t)`` reads the
+policy's inputs at step ``t`` and writes its outputs (the action and whatever else it returns)
+into the root arrays at ``t``. Three paths, chosen once:
+
+* a plain ``TensorDictModule`` (or an ``nn.Module``/callable taking tensors) runs its inner
+  module on tensor views of the arrays: the fast path;
+* any other ``TensorDictModuleBase`` (``TensorDictSequential``, probabilistic actors) runs on
+  one carrier TensorDict reused from step to step;
+* ``None`` draws actions from the action spec.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModule, TensorDictModuleBase
+
+from reap.envs.base import EnvBase
+
+
+def _is_tensordict_callable(fn) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    names = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return len(names) >= 1 and names[0] in ("tensordict", "td", "tensordict_in", "data")
+
+
+class PolicyRunner:
+    """Adapts ``policy`` to the array protocol of ``env`` (see the module docstring)."""
+
+    def __init__(self, policy, env: EnvBase, *, policy_device=None, generator=None):
+        self.env = env
+        self.policy = policy
+        self.action_key = env.action_key
+        self.device = torch.device(policy_device) if policy_device is not None else None
+        self.generator = generator
+        root_keys = set(env.root_specs())
+        if policy is None:
+            self.mode = "random"
+            self.in_keys, self.out_keys = [], [self.action_key]
+        elif type(policy) is TensorDictModule or (
+            isinstance(policy, TensorDictModule)
+            and type(policy).forward is TensorDictModule.forward
+        ):
+            self.mode = "module"
+            self.fn = policy.module
+            self.in_keys = list(policy.in_keys)
+            self.out_keys = list(policy.out_keys)
+        elif isinstance(policy, TensorDictModuleBase) or (
+            callable(policy)
+            and not isinstance(policy, torch.nn.Module)
+            and _is_tensordict_callable(policy)
+        ):
+            self.mode = "carrier"
+            self.fn = policy
+            self.in_keys = [k for k in getattr(policy, "in_keys", env.state_keys) if k in root_keys]
+            self.out_keys = list(getattr(policy, "out_keys", [self.action_key]))
+        elif callable(policy):
+            self.mode = "module"
+            self.fn = policy
+            self.in_keys = self._infer_in_keys(policy, env)
+            self.out_keys = [self.action_key]
+        else:
+            raise TypeError(
+                f"policy must be a TensorDictModule, an nn.Module, a callable or None, "
+                f"got {type(policy).__name__}"
+            )
+        missing = [k for k in self.in_keys if k not in root_keys]
+        if missing:
+            raise KeyError(
+                f"policy reads {missing}, which the env does not produce; the env's keys are "
+                f"{sorted(root_keys)}"
+            )
+
+    @staticmethod
+    def _infer_in_keys(policy: Callable, env: EnvBase) -> list[str]:
+        fn = policy.forward if isinstance(policy, torch.nn.Module) else policy
+        obs_keys = list(env.observation_spec.keys())
+        try:
+            params = [
+                p.name
+                for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):
+            params = []
+        if params and all(p in env.root_specs() for p in params):
+            return params
+        if len(obs_keys) == 1:
+            return obs_keys
+        raise ValueError(
+            f"policy: cannot tell which of the observations {obs_keys} to pass to "
+            f"{type(policy).__name__}; name its forward arguments after them or wrap it in a "
+            "TensorDictModule with in_keys"
+        )
+
+    def probe(self, root_td: TensorDict) -> dict[str, torch.Tensor]:
+        """Run the policy once on ``root_td`` (a root at one step); returns its outputs by key."""
+        if self.mode == "random":
+            return {self.action_key: self.env.action_spec.rand(generator=self.generator)}
+        if self.mode == "carrier":
+            td = root_td.clone()
+            if self.device is not None:
+                td = td.to(self.device)
+            out = self.fn(td)
+            if not isinstance(out, TensorDictBase):
+                raise TypeError(f"policy returned {type(out).__name__}, expected a TensorDict")
+            keys = [k for k in out.keys(include_nested=True, leaves_only=True) if k not in root_td.keys()]
+            outputs = {k: out.get(k) for k in dict.fromkeys([*self.out_keys, *keys]) if k in out.keys(True)}
+        else:
+            args = [self._to_device(root_td.get(k)) for k in self.in_keys]
+            result = self.fn(*args)
+            result = result if isinstance(result, tuple) else (result,)
+            if len(result) != len(self.out_keys):
+                raise ValueError(
+                    f"policy returned {len(result)} outputs but its out_keys are {self.out_keys}"
+                )
+            outputs = dict(zip(self.out_keys, result))
+        if self.action_key not in outputs:
+            raise KeyError(
+                f"policy does not write the action key {self.action_key!r} (it writes "
+                f"{sorted(map(str, outputs))}); set its out_keys to include {self.action_key!r}"
+            )
+        return {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
+
+    def _to_device(self, tensor):
+        return tensor if self.device is None else tensor.to(self.device, non_blocking=True)
+
+    def bind(self, root: dict, root_torch: dict, out_keys: list) -> None:
+        """Point the runner at the arrays of one batch layout."""
+        self._writes = [(root[k], k) for k in out_keys]
+        self._inputs = [root_torch[k] for k in self.in_keys]
+        self._action = root[self.action_key]
+        if self.mode == "carrier":
+            self._carrier = TensorDict(batch_size=self.env.batch_size, device=self.device)
+            self._carrier_keys = list(self.in_keys)
+            self._out_keys = out_keys
+
+    def __call__(self, t: int) -> None:
+        if self.mode == "module":
+            result = self.fn(*[self._to_device(x[t]) for x in self._inputs])
+            if type(result) is tuple:
+                for (array, _), value in zip(self._writes, result):
+                    array[t] = value.numpy(force=True)
+            else:
+                self._action[t] = result.numpy(force=True)
+        elif self.mode == "carrier":
+            carrier = self._carrier
+            for key, x in zip(self._carrier_keys, self._inputs):
+                carrier.set(key, self._to_device(x[t]))
+            out = self.fn(carrier)
+            for array, key in self._writes:
+                array[t] = out.get(key).numpy(force=True)
+        else:
+            self._action[t] = self.env.action_spec.rand(generator=self.generator).numpy()
+
+    def random_action(self, t: int) -> None:
+        """Write a random action at ``t`` (used for ``init_random_frames``)."""
+        self._action[t] = self.env.action_spec.rand(generator=self.generator).numpy()
+
+
+def check_action(action: torch.Tensor, env: EnvBase) -> None:
+    """Fail with a clear message when a policy's action does not fit the env's action spec."""
+    spec = env.action_spec
+    if tuple(action.shape) != tuple(spec.shape):
+        raise ValueError(
+            f"policy: the action has shape {tuple(action.shape)} but the env's action_spec expects "
+            f"{tuple(spec.shape)} (batch {tuple(env.batch_size)}); make the policy output one "
+            "action per env"
+        )
+    if action.dtype.is_floating_point and not spec.dtype.is_floating_point:
+        raise TypeError(
+            f"policy: the action is {action.dtype} but the env expects {spec.dtype} "
+            f"({type(spec).__name__}); return an integer action (e.g. logits.argmax(-1))"
+        )
+
+
+__all__ = ["PolicyRunner", "check_action"]

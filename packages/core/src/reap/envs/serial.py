@@ -1,0 +1,115 @@
+"""``SerialEnv``: several environments stepped one after the other in this process.
+
+Examples:
+    >>> from reap.envs import GymEnv, SerialEnv
+    >>> env = SerialEnv(3, lambda: GymEnv("CartPole-v1"))
+    >>> env.reset()["observation"].shape
+    torch.Size([3, 4])
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from reap.envs.base import EnvBase
+from reap.specs import Composite
+
+
+def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[EnvBase]:
+    """Build ``num_workers`` envs from one callable or a list of callables (one per env)."""
+    if not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    fns = create_env_fn if isinstance(create_env_fn, Sequence) else [create_env_fn] * num_workers
+    if len(fns) != num_workers:
+        raise ValueError(
+            f"create_env_fn has {len(fns)} callables but num_workers={num_workers}; pass one "
+            "callable or exactly num_workers of them"
+        )
+    kwargs_list = create_env_kwargs if isinstance(create_env_kwargs, Sequence) else [
+        create_env_kwargs or {}
+    ] * num_workers
+    envs = []
+    for fn, kwargs in zip(fns, kwargs_list):
+        if not callable(fn):
+            raise TypeError(f"create_env_fn must be callable (a function returning an env), got {fn!r}")
+        env = fn(**kwargs)
+        if not isinstance(env, EnvBase):
+            raise TypeError(f"create_env_fn returned {type(env).__name__}, expected a reap EnvBase")
+        envs.append(env)
+    return envs
+
+
+class SerialEnv(EnvBase):
+    """Batch ``num_workers`` envs (batch ``[num_workers, *env.batch_size]``) in one process."""
+
+    def __init__(self, num_workers: int, create_env_fn: Callable | Sequence[Callable], *,
+                 create_env_kwargs=None):
+        self.envs = make_envs(num_workers, create_env_fn, create_env_kwargs)
+        first = self.envs[0]
+        for env in self.envs[1:]:
+            if env.batch_size != first.batch_size or set(env.root_specs()) != set(first.root_specs()):
+                raise ValueError("SerialEnv: every sub-env must have the same batch size and keys")
+        batch = (num_workers, *first.batch_size)
+        super().__init__(batch_size=batch, device=first.device)
+        self.observation_spec = Composite(
+            {k: v.expand(num_workers) for k, v in first.observation_spec.items()}, shape=batch
+        )
+        self.action_spec = first.action_spec.expand(num_workers)
+        self.reward_spec = first.reward_spec.expand(num_workers)
+        plain_root, plain_next = EnvBase.root_specs(self), EnvBase.next_specs(self)
+        self._extra_root = {k: v for k, v in first.root_specs().items() if k not in plain_root}
+        self._extra_next = {k: v for k, v in first.next_specs().items() if k not in plain_next}
+        self._views: dict[int, tuple[dict, list[dict]]] = {}
+
+    def root_specs(self):
+        specs = super().root_specs()
+        specs.update({k: v.expand(len(self.envs)) for k, v in self._extra_root.items()})
+        return specs
+
+    def next_specs(self):
+        specs = super().next_specs()
+        specs.update({k: v.expand(len(self.envs)) for k, v in self._extra_next.items()})
+        return specs
+
+    @property
+    def state_keys(self):
+        return self.envs[0].state_keys
+
+    def _split(self, arrays: dict) -> list[dict]:
+        """Per-sub-env views of ``arrays``, cached while the same arrays come back."""
+        cached = self._views.get(id(arrays))
+        if cached is None or cached[0] is not arrays:
+            if len(self._views) > 4:  # the TensorDict API allocates new arrays per call
+                self._views.clear()
+            views = [{k: v[:, i] for k, v in arrays.items()} for i in range(len(self.envs))]
+            cached = self._views[id(arrays)] = (arrays, views)
+        return cached[1]
+
+    def _reset_into(self, root, t, mask):
+        for i, (env, sub_root) in enumerate(zip(self.envs, self._split(root))):
+            if mask is None:
+                env._reset_into(sub_root, t, None)
+            elif mask[i].any():
+                env._reset_into(sub_root, t, mask[i] if mask[i].ndim else None)
+
+    def _step_into(self, action, t, root, nxt):
+        subs = zip(self.envs, self._split(root), self._split(nxt))
+        for i, (env, sub_root, sub_next) in enumerate(subs):
+            env._step_into(action[i], t, sub_root, sub_next)
+
+    def _set_seed(self, seed):
+        for env in self.envs:
+            seed = env.set_seed(seed)
+
+    def set_seed(self, seed=None, static_seed=False):
+        first = seed
+        self._set_seed(seed)
+        if seed is None:
+            return None
+        return first if static_seed else first + self.numel
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        super().close()

@@ -1,0 +1,181 @@
+"""Tensor specs: shape, dtype and domain of what an environment reads and writes.
+
+The names follow TorchRL (``Unbounded``, ``Bounded``, ``Categorical``, ``Binary``, ``Composite``);
+shapes include the environment's batch dimensions.
+
+Examples:
+    >>> import torch
+    >>> from reap.specs import Bounded
+    >>> spec = Bounded(low=-2.0, high=2.0, shape=(1,))
+    >>> spec.is_in(spec.rand())
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from tensordict import TensorDict
+
+
+class TensorSpec:
+    """Base of the leaf specs: a shape, a dtype and a device."""
+
+    def __init__(self, shape=(), dtype=torch.float32, device="cpu"):
+        self.shape = torch.Size(shape)
+        self.dtype = dtype
+        self.device = torch.device(device)
+
+    def zero(self, shape=()) -> torch.Tensor:
+        """A tensor of zeros with batch dims ``shape`` prepended."""
+        return torch.zeros((*shape, *self.shape), dtype=self.dtype, device=self.device)
+
+    def rand(self, shape=(), generator=None) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} cannot draw random values")
+
+    def is_in(self, value: torch.Tensor) -> bool:
+        """Whether ``value`` has this spec's trailing shape and dtype."""
+        n = len(self.shape)
+        return value.dtype == self.dtype and (n == 0 or tuple(value.shape[-n:]) == tuple(self.shape))
+
+    def expand(self, *batch) -> TensorSpec:
+        """The same spec with leading batch dimensions ``batch``."""
+        clone = self.__class__.__new__(self.__class__)
+        clone.__dict__.update(self.__dict__)
+        clone.shape = torch.Size((*batch, *self.shape))
+        return clone
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={tuple(self.shape)}, dtype={self.dtype})"
+
+
+class Unbounded(TensorSpec):
+    """Any real (or integer) value."""
+
+    def rand(self, shape=(), generator=None) -> torch.Tensor:
+        size = (*shape, *self.shape)
+        if self.dtype.is_floating_point:
+            return torch.randn(size, dtype=self.dtype, device=self.device, generator=generator)
+        return torch.randint(-100, 100, size, dtype=self.dtype, device=self.device, generator=generator)
+
+
+class Bounded(TensorSpec):
+    """Values in ``[low, high]`` (broadcast to ``shape``)."""
+
+    def __init__(self, low, high, shape=None, dtype=torch.float32, device="cpu"):
+        low = torch.as_tensor(low, dtype=dtype, device=device)
+        high = torch.as_tensor(high, dtype=dtype, device=device)
+        if shape is None:
+            shape = torch.broadcast_shapes(low.shape, high.shape)
+        super().__init__(shape, dtype, device)
+        self.low = low.expand(self.shape).clone()
+        self.high = high.expand(self.shape).clone()
+        if (self.low > self.high).any():
+            raise ValueError(f"Bounded: low must not exceed high, got low={low}, high={high}")
+
+    def expand(self, *batch) -> Bounded:
+        clone = super().expand(*batch)
+        clone.low = self.low.expand(clone.shape)
+        clone.high = self.high.expand(clone.shape)
+        return clone
+
+    def rand(self, shape=(), generator=None) -> torch.Tensor:
+        size = (*shape, *self.shape)
+        if not self.dtype.is_floating_point:
+            span = (self.high - self.low + 1).to(torch.float64)
+            u = torch.rand(size, dtype=torch.float64, device=self.device, generator=generator)
+            return (self.low + (u * span).floor().to(self.dtype)).clamp(self.low, self.high)
+        u = torch.rand(size, dtype=self.dtype, device=self.device, generator=generator)
+        return self.low + u * (self.high - self.low)
+
+    def is_in(self, value) -> bool:
+        return super().is_in(value) and bool(((value >= self.low) & (value <= self.high)).all())
+
+
+class Categorical(TensorSpec):
+    """An integer in ``[0, n)``, stored as an index (TorchRL's ``Categorical``)."""
+
+    def __init__(self, n: int, shape=(), dtype=torch.int64, device="cpu"):
+        if n <= 0:
+            raise ValueError(f"Categorical: n must be positive, got {n}")
+        super().__init__(shape, dtype, device)
+        self.n = int(n)
+
+    def rand(self, shape=(), generator=None) -> torch.Tensor:
+        size = (*shape, *self.shape)
+        return torch.randint(0, self.n, size, dtype=self.dtype, device=self.device, generator=generator)
+
+    def is_in(self, value) -> bool:
+        return super().is_in(value) and bool(((value >= 0) & (value < self.n)).all())
+
+
+class Binary(TensorSpec):
+    """Boolean flags (done, terminated, truncated)."""
+
+    def __init__(self, shape=(1,), dtype=torch.bool, device="cpu"):
+        super().__init__(shape, dtype, device)
+
+    def rand(self, shape=(), generator=None) -> torch.Tensor:
+        u = torch.rand((*shape, *self.shape), device=self.device, generator=generator)
+        return (u < 0.5).to(self.dtype)
+
+
+class Composite:
+    """A mapping of keys to specs, with the batch shape they share.
+
+    Examples:
+        >>> from reap.specs import Composite, Unbounded
+        >>> spec = Composite(observation=Unbounded(shape=(3,)))
+        >>> spec.zero()["observation"].shape
+        torch.Size([3])
+    """
+
+    def __init__(self, specs: dict | None = None, *, shape=(), **kwargs):
+        self.shape = torch.Size(shape)
+        self._specs: dict[str, TensorSpec | Composite] = {**(specs or {}), **kwargs}
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            node = self
+            for part in key:
+                node = node[part]
+            return node
+        return self._specs[key]
+
+    def __setitem__(self, key, spec) -> None:
+        self._specs[key] = spec
+
+    def __contains__(self, key) -> bool:
+        try:
+            self[key]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def keys(self):
+        return self._specs.keys()
+
+    def items(self):
+        return self._specs.items()
+
+    def zero(self, shape=()) -> TensorDict:
+        """A TensorDict of zeros; leaf specs already carry the batch dims."""
+        return TensorDict(
+            {k: v.zero(shape) for k, v in self._specs.items()}, batch_size=(*shape, *self.shape)
+        )
+
+    def rand(self, shape=(), generator=None) -> TensorDict:
+        return TensorDict(
+            {k: v.rand(shape, generator) for k, v in self._specs.items()}, batch_size=(*shape, *self.shape)
+        )
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._specs.items())
+        return f"Composite({inner}, shape={tuple(self.shape)})"

@@ -1,0 +1,100 @@
+"""Moving trainer weights into a collector's policy.
+
+``as_weights`` turns every form TorchRL's ``update_policy_weights_`` accepts (a module, a
+TensorDict, a state dict) into a TensorDict of tensors; ``VanillaWeightUpdater`` copies such
+weights into an in-process policy. Multi-process packages build their updaters on
+``WeightUpdaterBase``.
+
+Examples:
+    >>> import torch
+    >>> from reap.weight_update import VanillaWeightUpdater
+    >>> policy, trained = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+    >>> updater = VanillaWeightUpdater(policy_weights=policy)
+    >>> updater.push_weights(trained)
+    >>> torch.equal(policy.weight, trained.weight)
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+
+def as_weights(obj) -> TensorDictBase:
+    """A TensorDict of tensors from a module, a TensorDict or a (state) dict."""
+    if isinstance(obj, torch.nn.Module):
+        return TensorDict.from_module(obj).data
+    if isinstance(obj, TensorDictBase):
+        return obj.data if hasattr(obj, "data") else obj
+    if isinstance(obj, Mapping):
+        td = TensorDict(dict(obj))
+        if any(isinstance(k, str) and "." in k for k in obj):
+            td = td.unflatten_keys(".")
+        return td
+    raise TypeError(
+        f"weights must be an nn.Module, a TensorDict or a dict of tensors, got {type(obj).__name__}"
+    )
+
+
+def copy_weights(dest: TensorDictBase, weights: TensorDictBase) -> None:
+    """Copy ``weights`` into ``dest`` in place, with a clear error if the structures differ."""
+    dest_keys = set(dest.keys(include_nested=True, leaves_only=True))
+    src_keys = set(weights.keys(include_nested=True, leaves_only=True))
+    if dest_keys != src_keys and ("module",) + next(iter(src_keys), ()) in dest_keys:
+        weights = TensorDict({"module": weights})
+        src_keys = set(weights.keys(include_nested=True, leaves_only=True))
+    if dest_keys != src_keys:
+        raise KeyError(
+            "the weights do not match the policy's parameters: missing "
+            f"{sorted(map(str, dest_keys - src_keys))[:5]}, unexpected "
+            f"{sorted(map(str, src_keys - dest_keys))[:5]}"
+        )
+    with torch.no_grad():
+        dest.update_(weights)
+
+
+class WeightUpdaterBase:
+    """Pushes weights from the trainer to a collector (or to some of its workers)."""
+
+    collector = None
+
+    def register_collector(self, collector) -> None:
+        self.collector = collector
+
+    def push_weights(self, weights=None, worker_ids=None) -> None:
+        raise NotImplementedError
+
+    def __call__(self, weights=None, worker_ids=None) -> None:
+        self.push_weights(weights, worker_ids=worker_ids)
+
+
+class VanillaWeightUpdater(WeightUpdaterBase):
+    """Copy weights into an in-process policy.
+
+    Args:
+        weight_getter: called when ``push_weights()`` gets no weights (returns the new weights).
+        policy_weights: the policy (module) or its TensorDict of parameters to write into.
+    """
+
+    def __init__(self, *, weight_getter: Callable | None = None, policy_weights=None):
+        self.weight_getter = weight_getter
+        self.policy_weights = None if policy_weights is None else as_weights(policy_weights)
+
+    def register_collector(self, collector) -> None:
+        super().register_collector(collector)
+        if self.policy_weights is None and isinstance(collector.policy, torch.nn.Module):
+            self.policy_weights = as_weights(collector.policy)
+
+    def push_weights(self, weights=None, worker_ids=None) -> None:
+        if worker_ids not in (None, 0, [0]):
+            raise ValueError(f"worker_ids={worker_ids!r}: an in-process collector has only worker 0")
+        if weights is None and self.weight_getter is not None:
+            weights = self.weight_getter()
+        if weights is None:
+            return
+        if self.policy_weights is None:
+            raise RuntimeError("VanillaWeightUpdater: no policy to update (pass policy_weights=)")
+        copy_weights(self.policy_weights, as_weights(weights))
