@@ -268,7 +268,7 @@ class Collector(BaseCollector):
         if self.track_traj_ids:
             self._out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
         self._out_batch_size = (*batch, steps)
-        self._same_td = None
+        self._same_td: TensorDict | None = None
 
     def _new_trajectories(self, mask: np.ndarray | None) -> None:
         count = self.n_envs if mask is None else int(mask.sum())
@@ -328,19 +328,42 @@ class Collector(BaseCollector):
     # ---- iteration -------------------------------------------------------------------------
     _started_batches = 0
 
-    def _assemble(self) -> TensorDict:
-        if self.return_same_td and self._same_td is not None:
-            for key, src in self._out_sources:
-                self._same_td.get(key).copy_(src)
-            return self._same_td
-        data = {}
-        for key, src in self._out_sources:
-            data[key] = src.clone(memory_format=torch.contiguous_format)
+    def empty_batch(self) -> TensorDict:
+        """A zeroed TensorDict with the layout of one batch (e.g. to place in shared memory)."""
         batch = TensorDict(batch_size=self._out_batch_size)
-        for key, value in data.items():
-            batch.set(key, value)
-        if self.return_same_td:
-            self._same_td = batch
+        for key, src in self._out_sources:
+            batch.set(key, torch.zeros(src.shape, dtype=src.dtype))
+        return batch
+
+    def _assemble(self, dest: TensorDictBase | None = None) -> TensorDictBase:
+        if dest is None and self.return_same_td:
+            dest = self._same_td = self._same_td if self._same_td is not None else self.empty_batch()
+        if dest is not None:
+            for key, src in self._out_sources:
+                dest.get(key).copy_(src)
+            return dest
+        batch = TensorDict(batch_size=self._out_batch_size)
+        for key, src in self._out_sources:
+            batch.set(key, src.clone(memory_format=torch.contiguous_format))
+        return batch
+
+    def collect_into(self, dest: TensorDictBase) -> TensorDictBase:
+        """Collect one raw batch into ``dest`` (laid out as ``empty_batch()``), in place.
+
+        This is what multi-process workers run: the same loop, then one copy into shared memory.
+        No ``split_trajs``/``postproc``/``replay_buffer``: the receiving side applies those.
+        """
+        return self._collect(dest)
+
+    def _collect(self, dest: TensorDictBase | None = None) -> TensorDictBase:
+        hook().reap_rollout_start(collector=self, worker_idx=self.worker_idx)
+        with torch.no_grad(), set_interaction_type(self.exploration_type):
+            self._rollout()
+        self._started_batches += 1
+        hook().reap_rollout_end(collector=self, worker_idx=self.worker_idx, frames=self.frames_per_batch)
+        batch = self._assemble(dest)
+        self._frames += self.frames_per_batch
+        self._iter += 1
         return batch
 
     def iterator(self):
@@ -360,14 +383,7 @@ class Collector(BaseCollector):
 
     def rollout(self) -> TensorDictBase:
         """Collect one batch (no post-processing loop bookkeeping beyond frame counts)."""
-        hook().reap_rollout_start(collector=self, worker_idx=self.worker_idx)
-        with torch.no_grad(), set_interaction_type(self.exploration_type):
-            self._rollout()
-        self._started_batches += 1
-        hook().reap_rollout_end(collector=self, worker_idx=self.worker_idx, frames=self.frames_per_batch)
-        batch = self._assemble()
-        self._frames += self.frames_per_batch
-        self._iter += 1
+        batch = self._collect()
         if self.storing_device is not None and self.storing_device.type != "cpu":
             batch = batch.to(self.storing_device)
         if self.split_trajs:
