@@ -11,6 +11,13 @@ Examples:
     torch.Size([4, 1])
 """
 
+from reap_value.estimators import (
+    GAE,
+    TD0Estimator,
+    TD1Estimator,
+    TDLambdaEstimator,
+    ValueEstimatorBase,
+)
 from reap_value.functional import (
     generalized_advantage_estimate,
     td0_advantage_estimate,
@@ -25,8 +32,15 @@ from reap_value.functional import (
     vec_td_lambda_advantage_estimate,
     vec_td_lambda_return_estimate,
 )
+from reap_value.multiagent import MultiAgentGAE
 
 __all__ = [
+    "GAE",
+    "MultiAgentGAE",
+    "TD0Estimator",
+    "TD1Estimator",
+    "TDLambdaEstimator",
+    "ValueEstimatorBase",
     "generalized_advantage_estimate",
     "vec_generalized_advantage_estimate",
     "td0_return_estimate",
