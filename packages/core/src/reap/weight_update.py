@@ -41,19 +41,24 @@ def as_weights(obj) -> TensorDictBase:
 
 def copy_weights(dest: TensorDictBase, weights: TensorDictBase) -> None:
     """Copy ``weights`` into ``dest`` in place, with a clear error if the structures differ."""
-    dest_keys = set(dest.keys(include_nested=True, leaves_only=True))
-    src_keys = set(weights.keys(include_nested=True, leaves_only=True))
-    if dest_keys != src_keys and ("module",) + next(iter(src_keys), ()) in dest_keys:
-        weights = TensorDict({"module": weights})
-        src_keys = set(weights.keys(include_nested=True, leaves_only=True))
+    dest_keys, src_keys = _leaf_keys(dest), _leaf_keys(weights)
+    if dest_keys != src_keys and {("module", *k) for k in src_keys} == dest_keys:
+        weights = TensorDict({"module": weights})  # the inner module's weights of a TensorDictModule
+        src_keys = _leaf_keys(weights)
     if dest_keys != src_keys:
-        raise KeyError(
+        def names(keys):
+            return sorted(".".join(k) for k in keys)[:5]
+
+        raise ValueError(
             "the weights do not match the policy's parameters: missing "
-            f"{sorted(map(str, dest_keys - src_keys))[:5]}, unexpected "
-            f"{sorted(map(str, src_keys - dest_keys))[:5]}"
+            f"{names(dest_keys - src_keys)}, unexpected {names(src_keys - dest_keys)}"
         )
     with torch.no_grad():
         dest.update_(weights)
+
+
+def _leaf_keys(td: TensorDictBase) -> set[tuple[str, ...]]:
+    return {k if isinstance(k, tuple) else (k,) for k in td.keys(include_nested=True, leaves_only=True)}
 
 
 class WeightUpdaterBase:

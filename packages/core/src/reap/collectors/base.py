@@ -13,9 +13,11 @@ from tensordict import TensorDictBase
 
 
 class BaseCollector:
-    """Common protocol of the single-process, multi-process and remote collectors."""
+    """Common protocol of the single-process, multi-process and remote collectors.
 
-    _closed = False
+    Subclasses set ``self._closed = False`` as the last step of a successful ``__init__``;
+    garbage collection then shuts down what construction started.
+    """
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         return self.iterator()
@@ -56,7 +58,7 @@ class BaseCollector:
         self.shutdown()
 
     def __del__(self):
-        if not self._closed:
+        if self.__dict__.get("_closed") is False:
             try:
                 self.shutdown()
             except Exception as exc:  # interpreter teardown: report, never raise

@@ -47,9 +47,17 @@ class SerialEnv(EnvBase):
                  create_env_kwargs=None):
         self.envs = make_envs(num_workers, create_env_fn, create_env_kwargs)
         first = self.envs[0]
+
+        def layout(env):
+            specs = {**env.root_specs(), **{("next", k): v for k, v in env.next_specs().items()}}
+            return env.batch_size, {k: (tuple(v.shape), v.dtype) for k, v in specs.items()}
+
         for env in self.envs[1:]:
-            if env.batch_size != first.batch_size or set(env.root_specs()) != set(first.root_specs()):
-                raise ValueError("SerialEnv: every sub-env must have the same batch size and keys")
+            if layout(env) != layout(first):
+                raise ValueError(
+                    "SerialEnv: every sub-env must have the same batch size and keys, with the same "
+                    f"shapes and dtypes; {env!r} differs from {first!r}"
+                )
         batch = (num_workers, *first.batch_size)
         super().__init__(batch_size=batch, device=first.device)
         self.observation_spec = Composite(

@@ -1,0 +1,112 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from reap import GymEnv, SerialEnv
+from reap.specs import Bounded, Categorical
+from reap_testing import CountingEnv
+
+
+def test_unknown_env_id_names_the_argument_and_suggests():
+    with pytest.raises(ValueError, match=r"env_name 'CartPol-v1' is not a registered.*CartPole-v1"):
+        GymEnv("CartPol-v1")
+
+
+@pytest.mark.parametrize("num_envs", [0, -1, 2.5])
+def test_bad_num_envs(num_envs):
+    with pytest.raises(ValueError, match="num_envs must be a positive int"):
+        GymEnv("CartPole-v1", num_envs=num_envs)
+
+
+def test_specs_follow_gymnasium_spaces():
+    env = GymEnv("Pendulum-v1", num_envs=3)
+    assert isinstance(env.action_spec, Bounded)
+    assert env.action_spec.shape == (3, 1)
+    assert torch.equal(env.action_spec.high, torch.full((3, 1), 2.0))
+    assert env.observation_spec["observation"].shape == (3, 3)
+    cart = GymEnv("CartPole-v1")
+    assert isinstance(cart.action_spec, Categorical) and cart.action_spec.n == 2
+    assert cart.action_spec.shape == ()
+    env.close(), cart.close()
+
+
+def test_single_env_matches_gymnasium_step_for_step():
+    env = GymEnv("CartPole-v1")
+    env.set_seed(3)
+    td = env.reset()
+    ref = gym.make("CartPole-v1")
+    obs, _ = ref.reset(seed=3)
+    np.testing.assert_array_equal(td["observation"].numpy(), obs)
+    for action in [0, 1, 1, 0, 1]:
+        td["action"] = torch.tensor(action)
+        out = env.step(td)["next"]
+        obs, reward, term, trunc, _ = ref.step(action)
+        np.testing.assert_array_equal(out["observation"].numpy(), obs)
+        assert out["reward"].item() == reward and out["terminated"].item() == term
+        assert out["truncated"].item() == trunc and out["done"].item() == (term or trunc)
+        td = td.exclude("next").update({"observation": out["observation"]})
+
+
+def test_vector_env_keeps_true_final_observation_and_resets_only_finished():
+    # CartPole under a constant action terminates within a few dozen steps.
+    env = GymEnv("CartPole-v1", num_envs=2)
+    env.set_seed(0)
+    td = env.rollout(60, policy=lambda t: t.set("action", torch.ones(2, dtype=torch.int64)),
+                     break_when_any_done=False)
+    done = td["next", "done"].squeeze(-1)
+    assert done.any()
+    b, t = done.nonzero()[0].tolist()
+    final = td["next", "observation"][b, t]
+    # The episode ended because the pole fell or the cart left: the final obs shows it.
+    assert abs(final[2]) > 0.2095 or abs(final[0]) > 2.4
+    # The next root observation is a fresh reset (small values), not the final one.
+    assert td["observation"][b, t + 1].abs().max() <= 0.05
+    # Terminated and truncated are kept apart.
+    assert torch.equal(td["next", "terminated"][b, t], torch.tensor([True]))
+    assert not td["next", "truncated"].any()
+    env.close()
+
+
+def test_custom_env_rollout_and_termination():
+    env = CountingEnv(limit=3.0)
+    policy = lambda td: td.set("action", torch.ones(1))  # noqa: E731
+    td = env.rollout(10, policy=policy)
+    assert td.shape == (3,)
+    assert td["next", "observation"].flatten().tolist() == [1.0, 2.0, 3.0]
+    assert td["next", "done"].flatten().tolist() == [False, False, True]
+
+
+def test_serial_env_batches_and_resets_each_sub_env():
+    env = SerialEnv(2, [lambda: CountingEnv(limit=2.0), lambda: CountingEnv(limit=3.0)])
+    assert env.batch_size == (2,)
+    policy = lambda td: td.set("action", torch.ones(2, 1))  # noqa: E731
+    td = env.rollout(6, policy=policy, break_when_any_done=False)
+    assert td.shape == (2, 6)
+    assert td["next", "observation"][0].flatten().tolist() == [1, 2, 1, 2, 1, 2]
+    assert td["next", "observation"][1].flatten().tolist() == [1, 2, 3, 1, 2, 3]
+
+
+def test_serial_env_rejects_mismatched_envs():
+    with pytest.raises(ValueError, match="same batch size and keys"):
+        SerialEnv(2, [lambda: GymEnv("CartPole-v1"), lambda: GymEnv("Pendulum-v1")])
+    with pytest.raises(ValueError, match="num_workers"):
+        SerialEnv(3, [lambda: GymEnv("CartPole-v1")] * 2)
+
+
+def test_rand_action_is_in_spec():
+    env = GymEnv("Pendulum-v1", num_envs=4)
+    td = env.rand_action()
+    assert env.action_spec.is_in(td["action"])
+    env.close()
+
+
+def test_gym_env_refuses_non_cpu_device():
+    with pytest.raises(ValueError, match="device='cuda'"):
+        GymEnv("CartPole-v1", device="cuda")
+
+
+def test_vector_instance_with_autoreset_is_refused():
+    venv = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        GymEnv(venv)
+    venv.close()
