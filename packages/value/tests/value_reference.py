@@ -74,8 +74,13 @@ def td_lambda_fixed_gamma(gamma, lmbda, next_value, reward, done, terminated=Non
             return x
 
         ret = td_lambda(
-            tail(g_k), tail(lmbda), tail(next_value), tail(reward), tail(done),
-            tail(terminated), time_dim=dim,
+            tail(g_k),
+            tail(lmbda),
+            tail(next_value),
+            tail(reward),
+            tail(done),
+            tail(terminated),
+            time_dim=dim,
         )
         pieces.append(ret.narrow(dim, 0, 1))
     return torch.cat(pieces, dim)
@@ -83,3 +88,18 @@ def td_lambda_fixed_gamma(gamma, lmbda, next_value, reward, done, terminated=Non
 
 def td0(gamma, next_value, reward, terminated):
     return reward + gamma * torch.where(terminated.bool(), torch.zeros_like(next_value), next_value)
+
+
+def make_batch(shape, *, dtype=torch.float32, seed=0, p_done=0.2, time_dim=-2):
+    """Random values, rewards and flags with dones, truncations and terminations scattered,
+    plus a done at the first and at the last step of every trajectory row."""
+    gen = torch.Generator().manual_seed(seed)
+    value = torch.randn(shape, generator=gen, dtype=dtype)
+    next_value = torch.randn(shape, generator=gen, dtype=dtype)
+    reward = torch.randn(shape, generator=gen, dtype=dtype)
+    done = torch.rand(shape, generator=gen) < p_done
+    terminated = done & (torch.rand(shape, generator=gen) < 0.5)
+    length = shape[time_dim]
+    done.narrow(time_dim, 0, 1).fill_(True)
+    done.narrow(time_dim, length - 1, 1).fill_(True)
+    return value, next_value, reward, done, terminated

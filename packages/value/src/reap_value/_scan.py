@@ -14,7 +14,7 @@ Examples:
     >>> a = torch.tensor([0.5, 0.5, 0.0, 0.5])
     >>> b = torch.tensor([1.0, 1.0, 1.0, 1.0])
     >>> reverse_scan(a, b, dim=0)
-    tensor([1.5000, 1.0000, 1.0000, 1.0000])
+    tensor([1.7500, 1.5000, 1.0000, 1.0000])
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ def _scan_out_of_place(a: torch.Tensor, b: torch.Tensor, dim: int, length: int) 
     while stride < length:
         n = length - stride
         head_a = a.narrow(dim, 0, n)
-        x = torch.cat([x.narrow(dim, 0, n) + head_a * x.narrow(dim, stride, n), x.narrow(dim, n, stride)], dim)
+        x = torch.cat(
+            [x.narrow(dim, 0, n) + head_a * x.narrow(dim, stride, n), x.narrow(dim, n, stride)], dim
+        )
         if 2 * stride < length:
             a = torch.cat([head_a * a.narrow(dim, stride, n), a.narrow(dim, n, stride)], dim)
         stride *= 2

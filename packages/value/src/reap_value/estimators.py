@@ -149,7 +149,9 @@ class ValueEstimatorBase(TensorDictModuleBase):
         known = {f.name for f in dataclasses.fields(AcceptedKeys)}
         for name, key in kwargs.items():
             if name not in known:
-                raise ValueError(f"set_keys got an unknown key name {name!r}; known: {sorted(known)}")
+                raise ValueError(
+                    f"set_keys got an unknown key name {name!r}; known: {sorted(known)}"
+                )
             if key is None or not (
                 isinstance(key, str)
                 or (isinstance(key, tuple) and key and all(isinstance(k, str) for k in key))
@@ -193,9 +195,7 @@ class ValueEstimatorBase(TensorDictModuleBase):
         for k in in_keys:
             for full in (k, _next(k)):
                 if full not in tensordict.keys(True):
-                    raise KeyError(
-                        f"the value network reads {k!r}, but the batch has no {full!r}"
-                    )
+                    raise KeyError(f"the value network reads {k!r}, but the batch has no {full!r}")
         root = tensordict.select(*in_keys)
         nxt = tensordict.get("next").select(*in_keys)
         if target_params is None or target_params is params:

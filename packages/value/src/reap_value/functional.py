@@ -121,7 +121,13 @@ def _td_lambda_fixed_gamma(gamma, lmbda, next_state_value, reward, done, termina
 
         g_k = gamma.narrow(dim, k, 1)
         returns = _td_lambda(
-            g_k, tail(lmbda), tail(next_state_value), tail(reward), tail(done), tail(terminated), dim
+            g_k,
+            tail(lmbda),
+            tail(next_state_value),
+            tail(reward),
+            tail(done),
+            tail(terminated),
+            dim,
         )
         pieces.append(returns.narrow(dim, 0, 1))
     if not pieces:
@@ -416,10 +422,10 @@ def vec_td_lambda_return_estimate(
 
     Examples:
         >>> import torch
-        >>> nv = torch.full((3, 1), 2.0)
+        >>> nv = torch.tensor([[0.0], [0.0], [4.0]])
         >>> d = torch.zeros(3, 1, dtype=torch.bool)
         >>> vec_td_lambda_return_estimate(0.5, 0.5, nv, torch.ones(3, 1), d).flatten()
-        tensor([2.1875, 2.2500, 2.0000])
+        tensor([1.4375, 1.7500, 3.0000])
     """
     return _returns(
         gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim
@@ -496,7 +502,15 @@ def td_lambda_advantage_estimate(
         tensor([[1.]])
     """
     return vec_td_lambda_advantage_estimate(
-        gamma, lmbda, state_value, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+        gamma,
+        lmbda,
+        state_value,
+        next_state_value,
+        reward,
+        done,
+        terminated,
+        rolling_gamma,
+        time_dim,
     )
 
 
