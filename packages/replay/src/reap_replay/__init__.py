@@ -1,0 +1,72 @@
+"""Replay buffers: storages, samplers, writers, prioritized trees, memory-mapped checkpoints.
+
+TorchRL's replay-buffer names, keyword arguments and shapes, with faster storage reads and
+writes, vectorised torch sum/min trees, and checkpoints that cannot be torn.
+
+Examples:
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> from reap_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+    >>> rb = TensorDictPrioritizedReplayBuffer(
+    ...     alpha=0.6, beta=0.4, storage=LazyTensorStorage(1000), batch_size=32
+    ... )
+    >>> _ = rb.extend(TensorDict({"observation": torch.randn(100, 17)}, [100]))
+    >>> batch = rb.sample()
+    >>> rb.update_priority(batch["index"], torch.rand(32))
+    >>> batch["priority_weight"].shape
+    torch.Size([32])
+"""
+
+from reap_replay.buffers import (
+    PrioritizedReplayBuffer,
+    ReplayBuffer,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
+)
+from reap_replay.checkpoint import CheckpointError
+from reap_replay.samplers import (
+    PrioritizedSampler,
+    RandomSampler,
+    Sampler,
+    SamplerWithoutReplacement,
+    SliceSampler,
+)
+from reap_replay.storages import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    ListStorage,
+    Storage,
+    TensorStorage,
+)
+from reap_replay.trees import PriorityTree
+from reap_replay.writers import (
+    RoundRobinWriter,
+    TensorDictMaxValueWriter,
+    TensorDictRoundRobinWriter,
+    Writer,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "LazyMemmapStorage",
+    "LazyTensorStorage",
+    "ListStorage",
+    "PrioritizedReplayBuffer",
+    "PrioritizedSampler",
+    "PriorityTree",
+    "RandomSampler",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "SliceSampler",
+    "Storage",
+    "TensorDictMaxValueWriter",
+    "TensorDictPrioritizedReplayBuffer",
+    "TensorDictReplayBuffer",
+    "TensorDictRoundRobinWriter",
+    "TensorStorage",
+    "Writer",
+]

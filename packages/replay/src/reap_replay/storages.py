@@ -1,0 +1,628 @@
+"""Storages: where a replay buffer keeps its items.
+
+* :class:`ListStorage`: a Python list, any objects.
+* :class:`LazyTensorStorage`: tensors (or a TensorDict of tensors) allocated on the first write,
+  ``max_size`` rows along the first dimension, on ``device``.
+* :class:`LazyMemmapStorage`: the same on memory-mapped files (tensordict
+  ``MemoryMappedTensor``) in ``scratch_dir``; a new process can reopen them with
+  :meth:`LazyMemmapStorage.open` and sees every write that completed.
+
+A TensorDict storage reads and writes its leaf tensors directly (one ``index_select`` or slice
+copy per leaf): no per-item Python work and no generic TensorDict indexing on the hot path.
+
+Examples:
+    >>> import torch
+    >>> storage = LazyTensorStorage(4)
+    >>> storage.set(slice(0, 3), torch.arange(3))
+    >>> len(storage), storage.get(torch.tensor([2, 0])).tolist()
+    (3, [2, 0])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
+import torch
+from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
+
+from reap_replay.checkpoint import dtype_to_str, fsync_path, str_to_dtype
+
+__all__ = ["LazyMemmapStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"]
+
+
+def _check_max_size(max_size, *, allow_none=False):
+    if max_size is None and allow_none:
+        return None
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size <= 0:
+        raise ValueError(f"max_size must be a positive integer, got max_size={max_size!r}")
+    return max_size
+
+
+def _check_ndim(ndim):
+    if ndim != 1:
+        raise NotImplementedError(
+            f"ndim={ndim} is not supported: reap-replay storages hold items along their first "
+            "dimension only (ndim=1). A [n_envs, T] batch is stored as n_envs items of length T."
+        )
+
+
+def _new_td(source: dict, batch_size, device):
+    """A TensorDict over ``source`` without the checks of the public constructor."""
+    return TensorDict._new_unsafe(source, batch_size=batch_size, device=device)
+
+
+class Storage:
+    """Base class of storages: ``set``, ``get``, ``__len__``, ``state_dict``.
+
+    Examples:
+        >>> isinstance(ListStorage(3), Storage)
+        True
+    """
+
+    ndim = 1
+
+    def __init__(self, max_size):
+        self.max_size = max_size
+        self._len = 0
+        self._last_cursor = None  # one past the newest write (for trajectory ends)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _record_progress(self, cursor: int, write_count: int) -> None:
+        self._last_cursor = cursor
+
+    def _restored_progress(self):
+        return None
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size([self._len])
+
+    def _empty(self) -> None:
+        self._len = 0
+        self._last_cursor = None
+
+
+class ListStorage(Storage):
+    """A storage backed by a Python list: holds any object.
+
+    Args:
+        max_size (int, optional): how many items it holds. ``None`` (the default): no limit.
+
+    Keyword Args:
+        device: accepted for TorchRL compatibility; items are stored as given.
+        compilable (bool): accepted for TorchRL compatibility.
+
+    Examples:
+        >>> s = ListStorage(3)
+        >>> s.set(torch.tensor([0, 1]), ["a", {"b": 1}])
+        >>> len(s), s.get(1)
+        (2, {'b': 1})
+    """
+
+    def __init__(self, max_size: int | None = None, *, compilable: bool = False, device=None):
+        super().__init__(_check_max_size(max_size, allow_none=True))
+        self.device = device
+        self._storage: list = []
+
+    def set(self, index, data) -> None:
+        if isinstance(index, slice):
+            index = range(*index.indices(index.stop))
+        elif isinstance(index, torch.Tensor):
+            if index.ndim == 0:
+                index = int(index)
+            else:
+                index = index.tolist()
+        if isinstance(index, int):
+            self._set_one(index, data)
+            return
+        if isinstance(data, (torch.Tensor, TensorDictBase)):
+            items = data.unbind(0)
+        else:
+            items = list(data)
+        if len(items) != len(index):
+            raise ValueError(f"got {len(items)} items for {len(index)} indices")
+        for i, item in zip(index, items):
+            self._set_one(i, item)
+
+    def _set_one(self, i: int, item) -> None:
+        if i < len(self._storage):
+            self._storage[i] = item
+        elif i == len(self._storage):
+            self._storage.append(item)
+        else:
+            raise IndexError(f"cannot write at {i}: the storage holds {len(self._storage)} items")
+        self._len = len(self._storage)
+
+    def get(self, index):
+        if isinstance(index, int):
+            return self._storage[index]
+        if isinstance(index, slice):
+            return self._storage[index]
+        index = torch.as_tensor(index)
+        if index.ndim == 0:
+            return self._storage[int(index)]
+        return [self._storage[i] for i in index.reshape(-1).tolist()]
+
+    def state_dict(self) -> dict:
+        return {"_storage": list(self._storage), "_len": self._len}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._storage = list(state_dict["_storage"])
+        self._len = int(state_dict["_len"])
+
+    def _empty(self) -> None:
+        super()._empty()
+        self._storage = []
+
+    def __repr__(self) -> str:
+        return f"ListStorage(max_size={self.max_size}, len={len(self)})"
+
+
+class TensorStorage(Storage):
+    """A storage over pre-allocated tensors: a tensor or a TensorDict with ``max_size`` rows.
+
+    Args:
+        storage (torch.Tensor or TensorDict): the rows, ``storage.shape[0]`` of them.
+        max_size (int, optional): defaults to ``storage.shape[0]``.
+
+    Keyword Args:
+        device: where the rows live. Defaults to the storage's device.
+        ndim (int): only 1 is supported.
+
+    Examples:
+        >>> s = TensorStorage(torch.zeros(4, 2))
+        >>> s.set(slice(0, 1), torch.ones(1, 2))
+        >>> s.get(torch.tensor([0])).tolist()
+        [[1.0, 1.0]]
+    """
+
+    def __init__(self, storage, max_size=None, *, device="cpu", ndim: int = 1, compilable=False):
+        _check_ndim(ndim)
+        if storage is not None and max_size is None:
+            max_size = storage.shape[0]
+        super().__init__(_check_max_size(max_size))
+        self.device = torch.device(device) if device is not None else None
+        self._storage = None
+        self._leaves: list | None = None  # [(nested key, tensor)] for TensorDict storages
+        self._spec = None
+        if storage is not None:
+            self._attach(storage)
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def initialized(self) -> bool:
+        return self._storage is not None
+
+    def _attach(self, storage) -> None:
+        """Adopts ``storage`` (tensor or TensorDict with ``max_size`` rows) as the data."""
+        if storage.shape[0] != self.max_size:
+            raise ValueError(
+                f"storage has {storage.shape[0]} rows but max_size={self.max_size}; they must match"
+            )
+        self._storage = storage
+        if isinstance(storage, TensorDictBase):
+            self._leaves = list(storage.items(include_nested=True, leaves_only=True))
+            self._spec = self._make_spec(storage)
+        else:
+            self._leaves = None
+            self._spec = None
+
+    def _make_spec(self, td: TensorDictBase):
+        """A nested description used to assemble output TensorDicts quickly."""
+        entries = []
+        for key, value in td.items():
+            if isinstance(value, TensorDictBase):
+                entries.append((key, self._make_spec(value)))
+            elif isinstance(value, torch.Tensor):
+                entries.append((key, value))
+            else:
+                raise TypeError(f"entry {key!r} of type {type(value).__name__} cannot be stored")
+        return (tuple(td.batch_size[1:]), entries)
+
+    def _assemble(self, spec, fn, lead: tuple):
+        item_dims, entries = spec
+        source = {}
+        for key, value in entries:
+            source[key] = self._assemble(value, fn, lead) if isinstance(value, tuple) else fn(value)
+        return _new_td(source, torch.Size(lead + item_dims), self.device)
+
+    def _alloc(self, shape, dtype, key):
+        return torch.empty(shape, dtype=dtype, device=self.device)
+
+    def _init_from(self, example) -> None:
+        """Allocates rows shaped like ``example`` (one item, without the leading dim)."""
+        if self.device is None:
+            self.device = example.device if example.device is not None else torch.device("cpu")
+        if isinstance(example, TensorDictBase):
+            bufs = {}
+            for key, leaf in example.items(include_nested=True, leaves_only=True):
+                if not isinstance(leaf, torch.Tensor):
+                    raise TypeError(f"entry {key!r} of type {type(leaf).__name__} cannot be stored")
+                bufs[key] = self._alloc((self.max_size, *leaf.shape), leaf.dtype, key)
+            storage = TensorDict(
+                batch_size=[self.max_size, *example.batch_size], device=self.device
+            )
+            self._fill_nested(storage, example, bufs)
+        elif isinstance(example, torch.Tensor):
+            storage = self._alloc((self.max_size, *example.shape), example.dtype, "_")
+        else:
+            raise TypeError(
+                f"{type(self).__name__} stores tensors or TensorDicts, got {type(example).__name__}; "
+                "use ListStorage for other objects"
+            )
+        self._attach(storage)
+        self._after_init()
+
+    def _fill_nested(self, storage, example, bufs, prefix=()) -> None:
+        # Nested TensorDicts keep their own batch sizes (their item dims may exceed the parent's).
+        for key, value in example.items():
+            full = prefix + (key,)
+            if isinstance(value, TensorDictBase):
+                sub = TensorDict(batch_size=[self.max_size, *value.batch_size], device=self.device)
+                self._fill_nested(sub, value, bufs, full)
+                storage._set_str(key, sub, validated=True, inplace=False)
+            else:
+                storage._set_str(key, bufs[full if prefix else key], validated=True, inplace=False)
+
+    def _after_init(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ writes
+    def set(self, index, data) -> None:
+        """Writes ``data`` (rows along dim 0) at ``index``: a ``slice`` or a 1-D LongTensor."""
+        if isinstance(index, int):
+            index = slice(index, index + 1)
+            data = data.unsqueeze(0)
+        if self._storage is None:
+            self._init_from(data[0])
+        if self._leaves is None:
+            if not isinstance(data, torch.Tensor):
+                raise TypeError(f"this storage holds tensors, got {type(data).__name__}")
+            self._write_leaf(self._storage, index, data)
+        else:
+            if not isinstance(data, TensorDictBase):
+                raise TypeError(f"this storage holds TensorDicts, got {type(data).__name__}")
+            for key, buf in self._leaves:
+                value = data.get(key, None)
+                if value is None:
+                    raise KeyError(
+                        f"the data has no entry {key!r}, which the storage holds; every write "
+                        "must carry the keys of the first one"
+                    )
+                self._write_leaf(buf, index, value)
+        stop = index.stop if isinstance(index, slice) else int(index.max()) + 1
+        if stop > self._len:
+            self._len = stop
+
+    @staticmethod
+    def _write_leaf(buf, index, value) -> None:
+        if isinstance(index, slice):
+            buf[index].copy_(value, non_blocking=True)
+        else:
+            if value.device != buf.device:
+                value = value.to(buf.device)
+            if value.dtype != buf.dtype:
+                value = value.to(buf.dtype)
+            buf.index_copy_(0, index.to(buf.device), value)
+
+    # ------------------------------------------------------------------- reads
+    def get(self, index):
+        """Rows at ``index`` (int, slice or LongTensor of any shape), as new tensors."""
+        if self._storage is None:
+            raise RuntimeError("cannot read from a storage that was never written to")
+        if isinstance(index, int):
+            fn = lambda buf: buf[index].clone()  # noqa: E731
+            lead = ()
+        elif isinstance(index, slice):
+            fn = lambda buf: buf[index].clone()  # noqa: E731
+            lead = (len(range(*index.indices(self.max_size))),)
+        else:
+            index = torch.as_tensor(index, device=self.device)
+            if index.ndim == 1:
+                fn = lambda buf: buf.index_select(0, index)  # noqa: E731
+            elif index.ndim == 0:
+                i = int(index)
+                fn = lambda buf: buf[i].clone()  # noqa: E731
+            else:
+                flat = index.reshape(-1)
+                shape = index.shape
+                fn = lambda buf: buf.index_select(0, flat).view(*shape, *buf.shape[1:])  # noqa: E731
+            lead = tuple(index.shape)
+        if self._leaves is None:
+            return fn(self._storage)
+        return self._assemble(self._spec, fn, lead)
+
+    def get_leaf(self, key):
+        """The full buffer of one TensorDict entry (a view; for samplers reading flags)."""
+        return self._storage.get(key, None)
+
+    # ------------------------------------------------------------------- state
+    def _empty(self) -> None:
+        super()._empty()
+
+    def state_dict(self) -> dict:
+        return {"_storage": self._storage, "_len": self._len, "initialized": self.initialized}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        storage = state_dict["_storage"]
+        if storage is not None:
+            if self._storage is None:
+                self._init_from(storage[0])
+            if self._leaves is None:
+                self._storage.copy_(storage)
+            else:
+                for key, buf in self._leaves:
+                    buf.copy_(storage.get(key))
+        self._len = int(state_dict["_len"])
+
+    def leaf_items(self):
+        """``[(name, tensor)]`` of the stored buffers (one entry ``"_"`` for a tensor storage)."""
+        if self._storage is None:
+            return []
+        if self._leaves is None:
+            return [((), self._storage)]
+        return [(k if isinstance(k, tuple) else (k,), v) for k, v in self._leaves]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)}, device={self.device})"
+
+
+class LazyTensorStorage(TensorStorage):
+    """Tensors allocated on the first write: ``max_size`` rows on ``device``.
+
+    Args:
+        max_size (int): how many items it holds.
+
+    Keyword Args:
+        device (torch.device or str): where the rows live. Defaults to ``"cpu"``.
+        ndim (int): only 1 is supported (items along the first dimension).
+        compilable, consolidated, shared_init, cleanup_memmap: accepted for TorchRL compatibility.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> s = LazyTensorStorage(10)
+        >>> s.set(slice(0, 2), TensorDict({"obs": torch.zeros(2, 3)}, [2]))
+        >>> s.get(torch.tensor([1]))["obs"].shape
+        torch.Size([1, 3])
+    """
+
+    def __init__(
+        self,
+        max_size: int,
+        *,
+        device="cpu",
+        ndim: int = 1,
+        compilable: bool = False,
+        consolidated: bool = False,
+        shared_init: bool = False,
+        cleanup_memmap: bool = True,
+    ):
+        super().__init__(None, _check_max_size(max_size), device=device, ndim=ndim)
+
+
+_LAYOUT = "layout.json"
+_PROGRESS = "progress.bin"
+_MEMMAP_FORMAT = "reap-replay-memmap"
+
+
+class LazyMemmapStorage(TensorStorage):
+    """Memory-mapped tensors (tensordict ``MemoryMappedTensor``) allocated on the first write.
+
+    Files live in ``scratch_dir/storage/``: one per entry, a ``layout.json`` (entries, dtypes,
+    shapes) written atomically at allocation, and a small memory-mapped progress record
+    (length, cursor, write count) updated after each completed write. A process that crashes
+    leaves files from which :meth:`open` rebuilds the storage with every completed write.
+
+    Args:
+        max_size (int): how many items it holds.
+
+    Keyword Args:
+        scratch_dir (str or Path, optional): where the files go. Defaults to a new temporary
+            directory.
+        device: where sampled batches go (the files are on CPU). Defaults to ``"cpu"``.
+        ndim (int): only 1 is supported.
+        existsok (bool): allow overwriting a storage already in ``scratch_dir``.
+        auto_cleanup (bool, optional): delete the files when the storage is garbage collected.
+            Defaults to ``True`` for a temporary directory, ``False`` for a given ``scratch_dir``.
+
+    Examples:
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> s = LazyMemmapStorage(8, scratch_dir=d)
+        >>> s.set(slice(0, 3), torch.arange(3.0))
+        >>> s._record_progress(3, 3)
+        >>> LazyMemmapStorage.open(d).get(torch.tensor([2])).tolist()
+        [2.0]
+    """
+
+    def __init__(
+        self,
+        max_size: int,
+        *,
+        scratch_dir=None,
+        device="cpu",
+        ndim: int = 1,
+        existsok: bool = False,
+        compilable: bool = False,
+        shared_init: bool = False,
+        auto_cleanup: bool | None = None,
+    ):
+        _check_max_size(max_size)
+        super().__init__(None, max_size, device=device, ndim=ndim)
+        self._mm_device = self.device
+        if scratch_dir is None:
+            scratch_dir = tempfile.mkdtemp(prefix="reap-replay-")
+            if auto_cleanup is None:
+                auto_cleanup = True
+        self.scratch_dir = Path(scratch_dir)
+        self.auto_cleanup = bool(auto_cleanup)
+        self.existsok = existsok
+        self._progress = None
+        self._restored = None
+        if (self._dir / _LAYOUT).exists() and not existsok:
+            raise FileExistsError(
+                f"scratch_dir={str(self.scratch_dir)!r} already holds a memmap storage; reopen it "
+                "with LazyMemmapStorage.open(scratch_dir), or pass existsok=True to overwrite it"
+            )
+        if self.auto_cleanup:
+            weakref.finalize(self, shutil.rmtree, str(self.scratch_dir), True)
+
+    @property
+    def _dir(self) -> Path:
+        return self.scratch_dir / "storage"
+
+    def _alloc(self, shape, dtype, key):
+        name = f"leaf{len(self._pending):04d}.memmap"
+        self._pending.append((key, name, shape, dtype))
+        return MemoryMappedTensor.empty(shape, dtype=dtype, filename=str(self._dir / name))
+
+    def _init_from(self, example) -> None:
+        d = self._dir
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        self._pending = []
+        self.device = torch.device("cpu")
+        super()._init_from(example)
+        self.device = torch.device("cpu")
+
+    def _after_init(self) -> None:
+        item_dims = None
+        kind = "tensor" if self._leaves is None else "tensordict"
+        tds = []
+        if kind == "tensordict":
+            item_dims = list(self._storage.batch_size[1:])
+            for key, value in self._storage.items(include_nested=True):
+                if isinstance(value, TensorDictBase):
+                    k = key if isinstance(key, tuple) else (key,)
+                    tds.append({"key": list(k), "item_dims": list(value.batch_size[1:])})
+        layout = {
+            "format": _MEMMAP_FORMAT,
+            "version": 1,
+            "kind": kind,
+            "max_size": self.max_size,
+            "item_dims": item_dims,
+            "tds": tds,
+            "leaves": [
+                {
+                    "key": list(k) if isinstance(k, tuple) else [k],
+                    "file": name,
+                    "dtype": dtype_to_str(dtype),
+                    "shape": list(shape),
+                }
+                for k, name, shape, dtype in self._pending
+            ],
+        }
+        self._progress = MemoryMappedTensor.zeros(
+            (3,), dtype=torch.int64, filename=str(self._dir / _PROGRESS)
+        )
+        tmp = self._dir / (_LAYOUT + ".tmp")
+        tmp.write_text(json.dumps(layout, indent=1))
+        with open(tmp) as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, self._dir / _LAYOUT)
+        fsync_path(self._dir)
+
+    def _record_progress(self, cursor: int, write_count: int) -> None:
+        super()._record_progress(cursor, write_count)
+        if self._progress is not None:
+            self._progress.copy_(torch.tensor([self._len, cursor, write_count]))
+
+    def _restored_progress(self):
+        return self._restored
+
+    def flush(self) -> None:
+        """Flushes the memory maps and the progress record to disk (fsync)."""
+        if self._storage is None:
+            return
+        for file in self._dir.iterdir():
+            fsync_path(file)
+        fsync_path(self._dir)
+
+    @classmethod
+    def open(cls, scratch_dir, *, device="cpu", auto_cleanup: bool = False) -> LazyMemmapStorage:
+        """Reopens the storage in ``scratch_dir``, with every write that completed there.
+
+        Raises a :class:`~reap_replay.checkpoint.CheckpointError` naming the path if there is no
+        storage or its files are torn.
+        """
+        layout = _read_layout(Path(scratch_dir))
+        self = cls(
+            int(layout["max_size"]),
+            scratch_dir=scratch_dir,
+            device=device,
+            existsok=True,
+            auto_cleanup=auto_cleanup,
+        )
+        self._attach_existing(scratch_dir, layout)
+        return self
+
+    def _attach_existing(self, scratch_dir, layout=None) -> None:
+        """Maps the files of the storage in ``scratch_dir`` (which must be this one's)."""
+        from reap_replay.checkpoint import CheckpointError, load_raw
+
+        scratch_dir = Path(scratch_dir)
+        if scratch_dir.resolve() != self.scratch_dir.resolve():
+            raise CheckpointError(
+                f"{scratch_dir}: in-place memmap data belongs to a storage with that scratch_dir, "
+                f"this one uses {self.scratch_dir}"
+            )
+        layout = layout or _read_layout(scratch_dir)
+        if int(layout["max_size"]) != self.max_size:
+            raise CheckpointError(
+                f"{scratch_dir}: the storage there has max_size={layout['max_size']}, "
+                f"expected {self.max_size}"
+            )
+        d = self._dir
+        leaves = {tuple(e["key"]): load_raw(d, e, mmap=True) for e in layout["leaves"]}
+        if layout["kind"] == "tensor":
+            storage = leaves[next(iter(leaves))]
+        else:
+            storage = TensorDict(batch_size=[self.max_size, *layout["item_dims"]], device="cpu")
+            for e in sorted(layout["tds"], key=lambda e: len(e["key"])):
+                storage.set(
+                    tuple(e["key"]),
+                    TensorDict(batch_size=[self.max_size, *e["item_dims"]], device="cpu"),
+                )
+            for key, value in leaves.items():
+                storage.set(key, value)
+        self.device = torch.device("cpu")
+        self._attach(storage)
+        self._progress = load_raw(d, {"file": _PROGRESS, "dtype": "int64", "shape": [3]}, mmap=True)
+        length, cursor, count = (int(x) for x in self._progress.tolist())
+        self._len = length
+        self._last_cursor = cursor
+        self._restored = {"cursor": cursor, "write_count": count}
+
+    def get(self, index):
+        out = super().get(index)
+        if self._mm_device is not None and self._mm_device != torch.device("cpu"):
+            out = out.to(self._mm_device)
+        return out
+
+    def _write_leaf(self, buf, index, value) -> None:  # noqa: D401 - same as the parent
+        if value.device != buf.device:
+            value = value.to(buf.device)
+        TensorStorage._write_leaf(buf, index, value)
+
+
+def _read_layout(scratch_dir: Path) -> dict:
+    from reap_replay.checkpoint import CheckpointError
+
+    file = scratch_dir / "storage" / _LAYOUT
+    try:
+        layout = json.loads(file.read_text())
+    except FileNotFoundError as err:
+        raise CheckpointError(f"no memmap storage in {scratch_dir}: {file} is missing") from err
+    except ValueError as err:
+        raise CheckpointError(f"{file} is not valid JSON ({err})") from err
+    if not isinstance(layout, dict) or layout.get("format") != _MEMMAP_FORMAT or layout.get("version") != 1:
+        raise CheckpointError(f"{scratch_dir} does not hold a reap-replay memmap storage ({file})")
+    return layout

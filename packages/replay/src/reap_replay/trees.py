@@ -1,0 +1,201 @@
+"""Sum and min trees over priorities, as flat torch tensors on one device.
+
+The tree is a segment tree of two levels under the root, which on a CPU or a GPU beats a binary
+tree: every operation is a handful of vectorised torch ops whatever the batch, and there is no
+Python loop over items or over the ``log2(capacity)`` levels of a binary tree.
+
+* leaves: one value per slot, ``capacity`` rounded up to a power of two;
+* blocks: the sum and the min of each run of ``block_size`` leaves (a power of two);
+* root: the sum and the min of the blocks, reduced on demand.
+
+Sampling by prefix sum descends one level per op: ``searchsorted`` in the cumulative sums of the
+blocks, then a batched ``searchsorted`` in the cumulative sums of each chosen block's leaves.
+An update writes the leaves (duplicate indices: the last write wins, deterministically) and
+recomputes the touched blocks from their leaves, so no rounding error accumulates.
+
+Examples:
+    >>> import torch
+    >>> tree = PriorityTree(8)
+    >>> tree.update(torch.tensor([0, 1, 2]), torch.tensor([1.0, 2.0, 5.0]))
+    >>> float(tree.total()), float(tree.min())
+    (8.0, 1.0)
+    >>> tree.find_prefixsum(torch.tensor([0.5, 1.5, 7.9])).tolist()
+    [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["PriorityTree"]
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def _default_block_size(capacity: int) -> int:
+    # sqrt-ish split, capped: 64 leaves per block measured fastest at 1M slots on CPU.
+    return max(1, min(64, capacity >> 8))
+
+
+class PriorityTree:
+    """Sum tree and min tree over ``capacity`` non-negative values.
+
+    Args:
+        capacity (int): number of slots (rounded up to a power of two inside).
+
+    Keyword Args:
+        device (torch.device or str): where the tree lives. Defaults to ``"cpu"``.
+        dtype (torch.dtype): float dtype of the values. Defaults to ``torch.float32``.
+        block_size (int, optional): leaves per block, a power of two. Defaults to a size
+            chosen from the capacity.
+
+    Unwritten slots count as 0 in the sum and are ignored by the min.
+
+    Examples:
+        >>> import torch
+        >>> tree = PriorityTree(4, dtype=torch.float64)
+        >>> tree.update(torch.tensor([3, 3]), torch.tensor([1.0, 4.0]))  # last write wins
+        >>> tree[torch.tensor([3])].tolist(), float(tree.total())
+        ([4.0], 4.0)
+    """
+
+    def __init__(self, capacity: int, *, device="cpu", dtype=torch.float32, block_size=None):
+        if int(capacity) <= 0:
+            raise ValueError(f"capacity must be a positive integer, got capacity={capacity}")
+        if not dtype.is_floating_point:
+            raise ValueError(f"dtype must be a floating point dtype, got dtype={dtype}")
+        self.capacity = int(capacity)
+        self.device = torch.device(device)
+        self.dtype = dtype
+        size = _next_pow2(self.capacity)
+        bs = _default_block_size(size) if block_size is None else int(block_size)
+        if bs <= 0 or bs & (bs - 1) or bs > size:
+            raise ValueError(
+                f"block_size must be a power of two between 1 and {size}, got block_size={block_size}"
+            )
+        self.size = size
+        self.block_size = bs
+        self._shift = bs.bit_length() - 1
+        self.num_blocks = size // bs
+        self.reset()
+
+    def reset(self) -> None:
+        """Sets every slot back to unwritten."""
+        kw = {"device": self.device, "dtype": self.dtype}
+        self._sum_leaves = torch.zeros(self.size, **kw)
+        self._min_leaves = torch.full((self.size,), float("inf"), **kw)
+        self._sum_blocks = torch.zeros(self.num_blocks, **kw)
+        self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw)
+
+    # ---------------------------------------------------------------- writes
+    def _dedup_last(self, index: torch.Tensor, value: torch.Tensor):
+        """Keeps the last value of each repeated index (a stable sort, no Python loop)."""
+        if index.numel() <= 1:
+            return index, value
+        sorted_index, order = torch.sort(index, stable=True)
+        keep = torch.ones_like(sorted_index, dtype=torch.bool)
+        torch.ne(sorted_index[1:], sorted_index[:-1], out=keep[:-1])
+        order = order[keep]
+        return sorted_index[keep], value.index_select(0, order)
+
+    def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
+        """Writes ``value`` at ``index`` (1-D tensors, or a scalar value to broadcast)."""
+        index = torch.as_tensor(index, device=self.device, dtype=torch.long).reshape(-1)
+        value = torch.as_tensor(value, device=self.device, dtype=self.dtype).reshape(-1)
+        if value.numel() == 1 and index.numel() != 1:
+            value = value.expand(index.numel())
+        elif value.numel() != index.numel():
+            raise ValueError(
+                f"value has {value.numel()} elements but index has {index.numel()}; "
+                "they must match (or value must be a scalar)."
+            )
+        if index.numel() == 0:
+            return
+        index, value = self._dedup_last(index, value)
+        self._sum_leaves.index_copy_(0, index, value)
+        self._min_leaves.index_copy_(0, index, value)
+        # Duplicate block ids write the same value (recomputed from the leaves): deterministic.
+        block = index >> self._shift
+        bs = self.block_size
+        self._sum_blocks.index_copy_(
+            0, block, self._sum_leaves.view(-1, bs).index_select(0, block).sum(1)
+        )
+        self._min_blocks.index_copy_(
+            0, block, self._min_leaves.view(-1, bs).index_select(0, block).amin(1)
+        )
+
+    def load_leaves(self, values: torch.Tensor, written: torch.Tensor | None = None) -> None:
+        """Replaces every leaf at once and rebuilds the blocks (``written``: mask of live slots)."""
+        values = torch.as_tensor(values, device=self.device, dtype=self.dtype).reshape(-1)
+        if values.numel() != self.size:
+            raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
+        self._sum_leaves.copy_(values)
+        if written is None:
+            written = values > 0
+        written = written.to(self.device).reshape(-1)
+        self._min_leaves.copy_(torch.where(written, values, torch.full_like(values, float("inf"))))
+        self._sum_blocks.copy_(self._sum_leaves.view(-1, self.block_size).sum(1))
+        self._min_blocks.copy_(self._min_leaves.view(-1, self.block_size).amin(1))
+
+    # ----------------------------------------------------------------- reads
+    def __getitem__(self, index) -> torch.Tensor:
+        index = torch.as_tensor(index, device=self.device, dtype=torch.long)
+        return self._sum_leaves[index]
+
+    def leaves(self) -> torch.Tensor:
+        """The leaf values (a view; unwritten slots hold 0)."""
+        return self._sum_leaves
+
+    def written(self) -> torch.Tensor:
+        """Boolean mask of the slots that hold a value."""
+        return torch.isfinite(self._min_leaves)
+
+    def total(self) -> torch.Tensor:
+        """Sum of every value (a 0-d tensor, no host sync)."""
+        return self._sum_blocks.sum()
+
+    def min(self) -> torch.Tensor:
+        """Min of the written values (``inf`` when none is written)."""
+        return self._min_blocks.amin()
+
+    def find_prefixsum(self, mass: torch.Tensor) -> torch.Tensor:
+        """For each ``m`` in ``mass``, the slot ``i`` with ``sum(v[:i]) <= m < sum(v[:i+1])``.
+
+        ``mass`` should lie in ``[0, total())``. The slot found always holds a positive value.
+        """
+        mass = torch.as_tensor(mass, device=self.device, dtype=self.dtype).reshape(-1)
+        return self._descend(self._sum_blocks.cumsum(0), mass)
+
+    def sample(self, uniform: torch.Tensor) -> torch.Tensor:
+        """Slots drawn with probability ``v[i] / total()``, from ``uniform`` draws in ``[0, 1)``."""
+        block_cs = self._sum_blocks.cumsum(0)
+        mass = uniform.to(device=self.device, dtype=self.dtype).reshape(-1) * block_cs[-1]
+        return self._descend(block_cs, mass)
+
+    def _descend(self, block_cs: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
+        bs = self.block_size
+        # level 1: which block
+        block = torch.searchsorted(block_cs, mass, right=True).clamp_max_(self.num_blocks - 1)
+        before = block_cs.index_select(0, block) - self._sum_blocks.index_select(0, block)
+        # level 2: which leaf inside the block
+        row_cs = self._sum_leaves.view(-1, bs).index_select(0, block).cumsum_(1)
+        inner = torch.searchsorted(row_cs, (mass - before).unsqueeze(1), right=True).squeeze(1)
+        index = (block << self._shift) + inner.clamp_max_(bs - 1)
+        # Rounding can put a mass right at the end of the filled range onto an empty slot: step
+        # back to the nearest positive slot before it (rare, so computed only when needed).
+        empty = self._sum_leaves.index_select(0, index) <= 0
+        if bool(empty.any()):
+            positive = torch.nonzero(self._sum_leaves > 0).squeeze(1)
+            if positive.numel() == 0:
+                raise RuntimeError("cannot sample from a tree whose values are all zero")
+            nearest = (torch.searchsorted(positive, index, right=True) - 1).clamp_min_(0)
+            index = torch.where(empty, positive.index_select(0, nearest), index)
+        return index
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(capacity={self.capacity}, block_size={self.block_size}, "
+            f"device={self.device}, dtype={self.dtype})"
+        )
