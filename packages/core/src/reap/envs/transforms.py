@@ -396,6 +396,8 @@ class VecNorm(Transform):
         super().__init__(in_keys=in_keys)
         self.decay, self.eps = decay, eps
         self._stats: dict[str, dict[str, torch.Tensor]] = shared_data or {}
+        self._shared = False
+        self._np: dict[str, dict[str, np.ndarray]] = {}
 
     def set_container(self, env):
         super().set_container(env)
@@ -408,12 +410,20 @@ class VecNorm(Transform):
                     "ssq": torch.zeros(shape, dtype=torch.float64),
                     "count": torch.zeros((), dtype=torch.float64),
                 }
+        if self._shared:
+            self.share_memory()
+        self._bind_arrays()
+
+    def _bind_arrays(self) -> None:
         self._np = {k: {n: v.numpy() for n, v in d.items()} for k, d in self._stats.items()}
 
     def share_memory(self) -> VecNorm:
+        """Move the statistics to shared memory (now, and for keys created later)."""
+        self._shared = True
         for stats in self._stats.values():
             for tensor in stats.values():
                 tensor.share_memory_()
+        self._bind_arrays()  # share_memory_ moves the storage: re-point the numpy views
         return self
 
     def get_extra_state(self) -> dict:

@@ -1,0 +1,130 @@
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import reap
+from reap import Collector, GymEnv, MultiCollector, hookimpl, hookspecs
+from reap.plugins import PluginNotInstalledError, get_collector_backend, get_recurrent_backend, hook
+
+
+def test_local_backend_is_registered_through_the_hooks():
+    entry = get_collector_backend("local")
+    assert entry.summary and callable(entry.factory)
+    c = Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4, backend="local")
+    assert type(c) is Collector
+    c.shutdown()
+
+
+@pytest.mark.parametrize("name,dist", [("ray", "reap-collectors-ray"), ("rpc", "reap-collectors-rpc")])
+def test_uninstalled_backend_names_the_package(name, dist):
+    with pytest.raises(PluginNotInstalledError, match=f"install it with `uv pip install {dist}`"):
+        Collector([lambda: GymEnv("CartPole-v1")], None, frames_per_batch=4, backend=name)
+
+
+def test_unknown_backend_and_recurrent_backend():
+    with pytest.raises(PluginNotInstalledError, match="no collector backend named 'nope'"):
+        get_collector_backend("nope")
+    with pytest.raises(PluginNotInstalledError, match="reap-rnn-kernels"):
+        get_recurrent_backend("triton")
+
+
+def test_public_names_of_uninstalled_packages_raise_import_error():
+    with pytest.raises(ImportError, match="RayCollector is provided by reap-collectors-ray"):
+        reap.RayCollector  # noqa: B018
+    with pytest.raises(AttributeError, match="has no attribute 'Nonexistent'"):
+        reap.Nonexistent  # noqa: B018
+
+
+def test_every_hook_is_documented():
+    specs = [getattr(hookspecs, n) for n in dir(hookspecs) if n.startswith("reap_")]
+    assert len(specs) >= 9
+    for spec in specs:
+        assert spec.__doc__ and len(spec.__doc__) > 20, spec.__name__
+
+
+def test_lifecycle_hooks_reach_a_registered_plugin():
+    calls = []
+
+    class Recorder:
+        @hookimpl
+        def reap_collector_start(self, collector, worker_idx):
+            calls.append(("start", worker_idx))
+
+        @hookimpl
+        def reap_rollout_end(self, collector, worker_idx, frames):
+            calls.append(("rollout_end", frames))
+
+        @hookimpl
+        def reap_batch_ready(self, collector, batch):
+            calls.append(("batch", batch.numel()))
+
+        @hookimpl
+        def reap_collector_shutdown(self, collector, worker_idx):
+            calls.append(("shutdown", worker_idx))
+
+    pm = reap.plugins.get_registries().pm
+    plugin = Recorder()
+    pm.register(plugin)
+    try:
+        with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=5, total_frames=10) as c:
+            list(c)
+    finally:
+        pm.unregister(plugin)
+    assert calls == [("start", -1), ("rollout_end", 5), ("batch", 5), ("rollout_end", 5), ("batch", 5),
+                     ("shutdown", -1)]
+    assert hook() is pm.hook
+
+
+def test_multicollector_without_mp_names_the_package(monkeypatch):
+    monkeypatch.setattr(reap.plugins.get_registries(), "backends", {})
+    with pytest.raises(PluginNotInstalledError, match="reap-collectors-mp"):
+        MultiCollector([lambda: GymEnv("CartPole-v1")], None, frames_per_batch=4, sync=True)
+
+
+def _run_with_plugin(tmp_path, plugin_source: str, env=None) -> subprocess.CompletedProcess:
+    """Install a real plugin (a dist-info with an entry point) on a path and run `reap plugins`."""
+    (tmp_path / "reap_demo_plugin.py").write_text(textwrap.dedent(plugin_source))
+    dist = tmp_path / "reap_demo_plugin-1.2.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: reap-demo-plugin\nVersion: 1.2.3\n")
+    (dist / "entry_points.txt").write_text("[reap]\ndemo = reap_demo_plugin\n")
+    environ = {**os.environ, "PYTHONPATH": str(tmp_path), **(env or {})}
+    code = "from reap.cli import main; main(['plugins'])"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
+                          timeout=120)
+
+
+def test_third_party_plugin_registers_a_backend(tmp_path):
+    out = _run_with_plugin(tmp_path, """
+        from reap import hookimpl
+        from reap.registry import CollectorBackend
+
+        @hookimpl
+        def reap_register_collector_backends(register):
+            register(CollectorBackend("demo", dict, "a demo backend"))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "demo       reap-demo-plugin 1.2.3: backend 'demo'" in out.stdout
+    assert "local      reap-core" in out.stdout
+
+
+def test_broken_plugin_is_reported_not_fatal(tmp_path):
+    out = _run_with_plugin(tmp_path, "raise ImportError('missing dependency foo')\n")
+    assert out.returncode == 0, out.stderr
+    assert "demo       reap-demo-plugin 1.2.3: FAILED: ImportError: missing dependency foo" in out.stdout
+    assert "reinstall" in out.stderr.lower() and "reap-demo-plugin" in out.stderr
+
+
+def test_plugins_can_be_disabled_by_name(tmp_path):
+    out = _run_with_plugin(tmp_path, "raise ImportError('never loaded')\n", {"REAP_DISABLE_PLUGINS": "demo"})
+    assert "demo" not in out.stdout and "local" in out.stdout
+
+
+def test_reimporting_reap_keeps_the_registry():
+    before = reap.plugins.get_registries()
+    importlib.reload(reap.hookspecs)
+    assert reap.plugins.get_registries() is before
