@@ -1,8 +1,6 @@
 import numpy as np
 import pytest
 import torch
-from reap_testing import CountingEnv
-
 from reap import (
     ClipTransform,
     Collector,
@@ -15,6 +13,7 @@ from reap import (
     TransformedEnv,
     VecNorm,
 )
+from reap_testing import CountingEnv
 
 ONES = lambda td: td.set("action", torch.ones(td.batch_size + (1,)))  # noqa: E731
 
