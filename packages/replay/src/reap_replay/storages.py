@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
-from reap_replay.checkpoint import dtype_to_str, fsync_path, str_to_dtype
+from reap_replay.checkpoint import dtype_to_str, fsync_path
 
 __all__ = ["LazyMemmapStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"]
 

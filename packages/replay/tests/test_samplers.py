@@ -1,0 +1,225 @@
+"""Samplers: prioritized definitions, epochs without replacement, trajectory slices."""
+
+import warnings
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from reap_replay import (
+    LazyTensorStorage,
+    PrioritizedSampler,
+    RandomSampler,
+    SamplerWithoutReplacement,
+    SliceSampler,
+)
+from reap_replay import samplers as samplers_module
+
+
+def filled(n, capacity=None, data=None):
+    storage = LazyTensorStorage(capacity or n)
+    storage.set(slice(0, n), torch.arange(n) if data is None else data)
+    storage._record_progress(n % (capacity or n), n)
+    return storage
+
+
+# ------------------------------------------------------------------------------ prioritized
+def test_priorities_probabilities_and_weights_match_the_definitions():
+    alpha, beta, eps = 0.7, 0.4, 0.01
+    raw = torch.tensor([0.5, -2.0, 0.0, 3.0], dtype=torch.float64)
+    sampler = PrioritizedSampler(8, alpha, beta, eps, dtype=torch.float64)
+    storage = filled(4, 8)
+    sampler.extend(torch.arange(4))
+    sampler.update_priority(torch.arange(4), raw)
+    p = (raw.abs() + eps) ** alpha
+    tree = sampler._tree
+    assert torch.allclose(tree[torch.arange(4)], p)
+    # exact probabilities: evenly spaced draws give counts proportional to P(i)
+    k = 100_000
+    grid = (torch.arange(k, dtype=torch.float64) + 0.5) / k
+    counts = torch.bincount(tree.sample(grid), minlength=4).double()
+    assert torch.allclose(counts / k, p / p.sum(), atol=2 / k)
+    # weights: (N * P(i)) ** -beta / max_j (N * P(j)) ** -beta
+    index, info = sampler.sample(storage, 64)
+    n = 4
+    prob = p / p.sum()
+    expected = (n * prob[index]) ** -beta / ((n * prob.min()) ** -beta)
+    assert torch.allclose(info["priority_weight"], expected)
+    assert float(info["priority_weight"].max()) <= 1.0
+
+
+def test_sampling_distribution_chi_square():
+    torch.manual_seed(1)
+    sampler = PrioritizedSampler(16, alpha=1.0, beta=1.0, eps=0.0)
+    storage = filled(6, 16)
+    raw = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 5.0])
+    sampler.update_priority(torch.arange(6), raw)
+    counts = torch.zeros(6, dtype=torch.float64)
+    for _ in range(10):
+        index, _ = sampler.sample(storage, 3000)
+        counts += torch.bincount(index, minlength=6).double()
+    expected = raw.double() / raw.sum() * 30_000
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 20.52  # 5 degrees of freedom, p = 0.001
+
+
+def test_new_items_get_the_max_priority_so_far():
+    sampler = PrioritizedSampler(8, alpha=1.0, beta=0.5, eps=0.0)
+    assert sampler.default_priority == 1.0
+    sampler.extend(torch.tensor([0, 1]))
+    assert sampler._tree[torch.tensor([0, 1])].tolist() == [1.0, 1.0]
+    sampler.update_priority(torch.tensor([0, 1]), torch.tensor([0.5, 7.0]))
+    sampler.extend(torch.tensor([2]))
+    assert sampler._tree[torch.tensor([2])].tolist() == [7.0]
+    sampler.update_priority(torch.tensor([1]), torch.tensor([0.1]))  # max ever set stays 7
+    sampler.add(3)
+    assert sampler._tree[torch.tensor([3])].tolist() == [7.0]
+
+
+def test_max_priority_within_buffer():
+    sampler = PrioritizedSampler(8, alpha=1.0, beta=0.5, eps=0.0, max_priority_within_buffer=True)
+    sampler.update_priority(torch.tensor([0, 1]), torch.tensor([9.0, 2.0]))
+    sampler.update_priority(torch.tensor([0]), torch.tensor([1.0]))
+    sampler.extend(torch.tensor([2]))
+    assert sampler._tree[torch.tensor([2])].tolist() == [2.0]
+
+
+def test_alpha_zero_is_uniform_and_negative_index_skipped():
+    sampler = PrioritizedSampler(4, alpha=0.0, beta=1.0)
+    sampler.update_priority(torch.tensor([0, 1, -1, 2]), torch.tensor([5.0, 1.0, 3.0, 0.2]))
+    assert sampler._tree[torch.arange(4)].tolist() == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_prioritized_bad_arguments():
+    with pytest.raises(ValueError, match="alpha"):
+        PrioritizedSampler(4, alpha=-0.1, beta=0.5)
+    with pytest.raises(ValueError, match="beta"):
+        PrioritizedSampler(4, alpha=0.5, beta=-1)
+    with pytest.raises(ValueError, match="eps"):
+        PrioritizedSampler(4, alpha=0.5, beta=0.5, eps=-1e-3)
+    with pytest.raises(ValueError, match="max_capacity"):
+        PrioritizedSampler(0, alpha=0.5, beta=0.5)
+    with pytest.raises(ValueError, match="reduction"):
+        PrioritizedSampler(4, alpha=0.5, beta=0.5, reduction="sum")
+    sampler = PrioritizedSampler(4, alpha=0.5, beta=0.5)
+    with pytest.raises(ValueError, match="priority has 2 elements"):
+        sampler.update_priority(torch.tensor([0, 1, 2]), torch.tensor([1.0, 2.0]))
+    with pytest.raises(IndexError, match="max_capacity=4"):
+        sampler.update_priority(torch.tensor([4]), torch.tensor([1.0]))
+    with pytest.raises(RuntimeError, match="empty storage"):
+        sampler.sample(LazyTensorStorage(4), 2)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_tree_without_cuda_says_so_once(monkeypatch):
+    monkeypatch.setattr(samplers_module, "_WARNED", set())
+    with pytest.warns(RuntimeWarning, match="CUDA is unavailable"):
+        sampler = PrioritizedSampler(4, alpha=0.5, beta=0.5, device="cuda")
+    assert sampler.device.type == "cpu"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PrioritizedSampler(4, alpha=0.5, beta=0.5, device="cuda")
+
+
+# ----------------------------------------------------------------------- without replacement
+def test_without_replacement_epochs():
+    torch.manual_seed(0)
+    storage = filled(10)
+    sampler = SamplerWithoutReplacement()
+    batches = [sampler.sample(storage, 4)[0] for _ in range(3)]
+    assert [len(b) for b in batches] == [4, 4, 2]
+    assert sorted(torch.cat(batches).tolist()) == list(range(10))
+    assert sampler.ran_out
+    again = [sampler.sample(storage, 4)[0] for _ in range(3)]
+    assert sorted(torch.cat(again).tolist()) == list(range(10))
+
+
+def test_without_replacement_drop_last_and_no_shuffle():
+    storage = filled(10)
+    sampler = SamplerWithoutReplacement(drop_last=True, shuffle=False)
+    first, second = sampler.sample(storage, 4)[0], sampler.sample(storage, 4)[0]
+    assert first.tolist() == [0, 1, 2, 3] and second.tolist() == [4, 5, 6, 7]
+    assert sampler.ran_out
+    assert sampler.sample(storage, 4)[0].tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="drop_last"):
+        sampler.sample(storage, 11)
+
+
+def test_random_sampler_in_range():
+    storage = filled(5, 10)
+    index, info = RandomSampler().sample(storage, 1000)
+    assert info == {} and set(index.tolist()) == set(range(5))
+
+
+# ---------------------------------------------------------------------------------- slices
+def traj_storage():
+    traj = torch.tensor([0] * 5 + [1] * 3 + [2] * 6)
+    done = torch.zeros(14, 1, dtype=torch.bool)
+    done[[4, 7, 13]] = True
+    data = TensorDict(
+        {"obs": torch.arange(14), "traj": traj, "next": {"done": done}}, [14]
+    )
+    return filled(14, 20, data)
+
+
+@pytest.mark.parametrize("kwargs", [{"traj_key": "traj"}, {"end_key": ("next", "done")}, {}])
+def test_slices_stay_inside_one_trajectory(kwargs):
+    torch.manual_seed(0)
+    storage = traj_storage()
+    traj = storage.get_leaf("traj")
+    sampler = SliceSampler(slice_len=3, **kwargs)
+    for _ in range(50):
+        index, info = sampler.sample(storage, 12)
+        slices = index.view(4, 3)
+        assert (slices[:, 1:] - slices[:, :-1] == 1).all()
+        assert (traj[slices] == traj[slices[:, :1]]).all()
+        trunc = info[("next", "truncated")].view(4, 3)
+        assert trunc[:, 2].all() and not trunc[:, :2].any()
+        assert info[("next", "done")].shape == (12, 1)
+
+
+def test_num_slices_and_non_strict_lengths():
+    torch.manual_seed(0)
+    storage = traj_storage()
+    index, _ = SliceSampler(num_slices=2, traj_key="traj").sample(storage, 8)
+    assert index.shape == (8,)
+    # strict: trajectory 1 (3 steps) is never used for slices of 4
+    for _ in range(30):
+        index, _ = SliceSampler(slice_len=4, traj_key="traj").sample(storage, 8)
+        assert not ((index >= 5) & (index <= 7)).any()
+    seen_short = False
+    for _ in range(30):
+        index, info = SliceSampler(slice_len=4, traj_key="traj", strict_length=False).sample(
+            storage, 12
+        )
+        assert info[("next", "truncated")].sum() == 3
+        seen_short |= index.numel() < 12
+    assert seen_short
+
+
+def test_slice_errors():
+    storage = traj_storage()
+    with pytest.raises(TypeError, match="exactly one of num_slices and slice_len"):
+        SliceSampler(num_slices=2, slice_len=3)
+    with pytest.raises(TypeError, match="exactly one"):
+        SliceSampler()
+    with pytest.raises(ValueError, match="divisible by slice_len"):
+        SliceSampler(slice_len=3, traj_key="traj").sample(storage, 8)
+    with pytest.raises(RuntimeError, match="slice_len=7"):
+        SliceSampler(slice_len=7, traj_key="traj").sample(storage, 14)
+    with pytest.raises(KeyError, match="missing"):
+        SliceSampler(slice_len=2, traj_key="nope").sample(storage, 4)
+    with pytest.raises(NotImplementedError, match="pad_output"):
+        SliceSampler(slice_len=2, pad_output=True)
+
+
+def test_slice_newest_write_ends_a_trajectory():
+    """In a full ring, the newest row and the oldest row are not one trajectory."""
+    storage = LazyTensorStorage(6)
+    data = TensorDict({"next": {"done": torch.zeros(6, 1, dtype=torch.bool)}}, [6])
+    storage.set(slice(0, 6), data)
+    storage._record_progress(3, 9)  # rows 0-2 newer than rows 3-5
+    sampler = SliceSampler(slice_len=3)
+    for _ in range(20):
+        index, _ = sampler.sample(storage, 3)
+        assert index.tolist() in ([0, 1, 2], [3, 4, 5])

@@ -1,0 +1,176 @@
+"""reap-replay vs TorchRL, side by side in one run: extend, sample, prioritized sample+update.
+
+Run with ``uv run --group bench python tools/bench_replay.py`` (``--quick`` for a short run).
+
+Setup: a 1M-capacity ``LazyTensorStorage`` of rows with a 17-dim observation, a 6-dim action,
+reward, done and next observation (TorchRL's layout: reward/done under ``"next"``).
+
+* extend: ``TensorDictReplayBuffer.extend`` of 1,000 rows;
+* sample: ``sample(256)`` from 100k rows;
+* prioritized: ``TensorDictPrioritizedReplayBuffer.sample(256)`` + ``update_priority`` of the
+  256 sampled indices, at 100k rows.
+
+TorchRL's prioritized sampler needs its C++ extension (``torchrl._torchrl``). When the wheel's
+binary does not load against the installed torch, this script compiles TorchRL's own shipped
+segment-tree sources (``torchrl/csrc/segment_tree.h``) against it, once, into a cache folder,
+and plugs them in, so the comparison is against TorchRL's real C++ tree. If that is impossible
+it says so and prints TorchRL's prioritized column as unavailable.
+
+Timings are medians over rounds; ratios are TorchRL time / reap time (>1: reap is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+from tensordict import TensorDict
+
+CAPACITY = 1_000_000
+FILLED = 100_000
+EXTEND_ROWS = 1_000
+BATCH = 256
+
+
+def make_batch(n: int) -> TensorDict:
+    return TensorDict(
+        {
+            "observation": torch.randn(n, 17),
+            "action": torch.randn(n, 6),
+            "done": torch.zeros(n, 1, dtype=torch.bool),
+            "next": {
+                "observation": torch.randn(n, 17),
+                "reward": torch.randn(n, 1),
+                "done": torch.zeros(n, 1, dtype=torch.bool),
+            },
+        },
+        [n],
+    )
+
+
+def timeit(fn, iters: int, rounds: int) -> float:
+    """Median over ``rounds`` of the mean time of ``iters`` calls, in microseconds."""
+    fn()
+    results = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        results.append((time.perf_counter() - start) / iters * 1e6)
+    return statistics.median(results)
+
+
+def torchrl_prioritized_status() -> str | None:
+    """Makes TorchRL's C++ segment trees importable; returns why not, or None if they work."""
+    import torchrl.data.replay_buffers.samplers.prioritized as prio
+
+    if prio.SumSegmentTreeFp32 is not None:
+        return None
+    try:
+        import torchrl
+        from torch.utils.cpp_extension import load_inline
+
+        csrc = os.path.join(os.path.dirname(torchrl.__file__), "csrc")
+        build = os.path.join(
+            os.path.expanduser("~"), ".cache", "reap-bench", f"torchrl-trees-{torch.__version__}"
+        )
+        os.makedirs(build, exist_ok=True)
+        source = (
+            '#include "segment_tree.h"\n'
+            "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+            '  torchrl::DefineSumSegmentTree<float>("Fp32", m);\n'
+            '  torchrl::DefineSumSegmentTree<double>("Fp64", m);\n'
+            '  torchrl::DefineMinSegmentTree<float>("Fp32", m);\n'
+            '  torchrl::DefineMinSegmentTree<double>("Fp64", m);\n'
+            "}\n"
+        )
+        print("building TorchRL's C++ segment trees against this torch (cached)...", flush=True)
+        ext = load_inline(
+            "torchrl_segment_trees",
+            cpp_sources=[source],
+            extra_include_paths=[csrc],
+            build_directory=build,
+            extra_cflags=["-O3"],
+        )
+    except Exception as err:  # noqa: BLE001 - reported, not hidden
+        return f"TorchRL's C++ extension does not load and could not be rebuilt: {err}"
+    for name in ("SumSegmentTreeFp32", "SumSegmentTreeFp64", "MinSegmentTreeFp32", "MinSegmentTreeFp64"):
+        setattr(prio, name, getattr(ext, name))
+    return None
+
+
+def bench(lib: str, iters: int, rounds: int) -> dict[str, float]:
+    if lib == "reap":
+        from reap_replay import (
+            LazyTensorStorage,
+            TensorDictPrioritizedReplayBuffer,
+            TensorDictReplayBuffer,
+        )
+    else:
+        from torchrl.data import (
+            LazyTensorStorage,
+            TensorDictPrioritizedReplayBuffer,
+            TensorDictReplayBuffer,
+        )
+    out = {}
+    batches = [make_batch(EXTEND_ROWS) for _ in range(4)]
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
+    k = iter(range(1 << 60))
+    out["extend 1000"] = timeit(lambda: rb.extend(batches[next(k) % 4]), iters, rounds)
+    rb.empty()
+    for _ in range(FILLED // EXTEND_ROWS):
+        rb.extend(make_batch(EXTEND_ROWS))
+    out["sample 256"] = timeit(lambda: rb.sample(), iters, rounds)
+    if lib == "torchrl" and (why := torchrl_prioritized_status()) is not None:
+        print(f"TorchRL prioritized: unavailable ({why})")
+        out["prioritized sample+update 256"] = float("nan")
+        return out
+    prb = TensorDictPrioritizedReplayBuffer(
+        alpha=0.7, beta=0.5, storage=LazyTensorStorage(CAPACITY), batch_size=BATCH
+    )
+    for _ in range(FILLED // EXTEND_ROWS):
+        prb.extend(make_batch(EXTEND_ROWS))
+    prb.update_priority(torch.arange(FILLED), torch.rand(FILLED) * 10)
+    new_priority = [torch.rand(BATCH) for _ in range(8)]
+
+    def prioritized():
+        sample = prb.sample()
+        prb.update_priority(sample["index"], new_priority[next(k) % 8])
+
+    out["prioritized sample+update 256"] = timeit(prioritized, iters, rounds)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("RL_WARNINGS", "0")
+    iters, rounds = (50, 3) if args.quick else (200, 5)
+    try:
+        import torchrl  # noqa: F401
+    except ImportError:
+        sys.exit("TorchRL is not installed: run with `uv run --group bench python tools/bench_replay.py`")
+    import logging
+
+    logging.getLogger("torchrl").setLevel(logging.WARNING)
+    reap = bench("reap", iters, rounds)
+    trl = bench("torchrl", iters, rounds)
+    print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, capacity {CAPACITY:,}")
+    print(f"{'operation':<32}{'reap (us)':>12}{'TorchRL (us)':>14}{'ratio':>9}")
+    for name in reap:
+        ratio = trl[name] / reap[name]
+        print(f"{name:<32}{reap[name]:>12.1f}{trl[name]:>14.1f}{ratio:>8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
