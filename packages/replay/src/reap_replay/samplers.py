@@ -239,7 +239,8 @@ class PrioritizedSampler(Sampler):
 
     * ``P(i) = p_i / sum_j p_j``;
     * the weight of a sampled item is ``w_i = (N * P(i)) ** -beta`` divided by the largest
-      possible weight, that of the minimum-priority item: ``w_i = (p_i / min_j p_j) ** -beta``;
+      possible weight, that of the minimum-priority item: ``w_i = (p_i / min_j p_j) ** -beta``
+      (the min over items with ``p_j > 0``: an item that cannot be drawn bounds nothing);
     * a new item gets the largest priority set so far (1.0 before any).
 
     The trees live on ``device``, else on the storage's device (CPU or CUDA). Asking for a
@@ -340,9 +341,9 @@ class PrioritizedSampler(Sampler):
             return
         device = self._resolve(device)
         if device != self._tree.device:
-            state = (self._tree.leaves().to(device), self._tree.written().to(device))
+            leaves = self._tree.leaves().to(device)
             self._tree = PriorityTree(self._max_capacity, device=device, dtype=self.dtype)
-            self._tree.load_leaves(*state)
+            self._tree.load_leaves(leaves)
             if self._max_priority is not None:
                 self._max_priority = self._max_priority.to(device)
         self._device_requested = True
@@ -370,9 +371,8 @@ class PrioritizedSampler(Sampler):
     def default_priority(self):
         """The raw priority a new item gets: the largest set so far (1.0 before any)."""
         if self._max_priority_within_buffer and self._alpha > 0:
-            written = self._tree.written()
-            if bool(written.any()):
-                top = self._tree.leaves()[written].max()
+            top = self._tree.leaves().max()
+            if bool(top > 0):
                 return (top ** (1.0 / self._alpha) - self._eps).clamp_min(0)
         if self._max_priority is None:
             return 1.0
@@ -452,7 +452,6 @@ class PrioritizedSampler(Sampler):
             "_eps": self._eps,
             "_max_priority": None if self._max_priority is None else float(self._max_priority),
             "_leaves": self._tree.leaves().clone(),
-            "_written": self._tree.written(),
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -461,7 +460,7 @@ class PrioritizedSampler(Sampler):
         self._eps = float(state_dict["_eps"])
         mp = state_dict.get("_max_priority")
         self._max_priority = None if mp is None else torch.tensor(float(mp), device=self.device, dtype=self.dtype)
-        self._tree.load_leaves(state_dict["_leaves"], state_dict["_written"])
+        self._tree.load_leaves(state_dict["_leaves"])
 
     def __repr__(self) -> str:
         return (

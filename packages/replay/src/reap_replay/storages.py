@@ -348,10 +348,21 @@ class TensorStorage(Storage):
         super()._empty()
 
     def state_dict(self) -> dict:
-        return {"_storage": self._storage, "_len": self._len, "initialized": self.initialized}
+        """Plain values and (nested dicts of) tensors, loadable with ``weights_only=True``."""
+        storage = self._storage
+        item_dims = []
+        if isinstance(storage, TensorDictBase):
+            item_dims = list(storage.batch_size[1:])
+            storage = storage.to_dict()
+        return {"_storage": storage, "_item_dims": item_dims, "_len": self._len,
+                "initialized": self.initialized}
 
     def load_state_dict(self, state_dict: dict) -> None:
         storage = state_dict["_storage"]
+        if isinstance(storage, dict):
+            storage = TensorDict(
+                storage, batch_size=[self.max_size, *state_dict.get("_item_dims", [])]
+            )
         if storage is not None:
             if self._storage is None:
                 self._init_from(storage[0])

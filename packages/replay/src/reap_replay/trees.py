@@ -51,7 +51,8 @@ class PriorityTree:
         block_size (int, optional): leaves per block, a power of two. Defaults to a size
             chosen from the capacity.
 
-    Unwritten slots count as 0 in the sum and are ignored by the min.
+    Unwritten slots count as 0 in the sum; the min is over the positive values (a zero value can
+    never be sampled, so it does not bound the importance weights).
 
     Examples:
         >>> import torch
@@ -88,6 +89,7 @@ class PriorityTree:
         self._min_leaves = torch.full((self.size,), float("inf"), **kw)
         self._sum_blocks = torch.zeros(self.num_blocks, **kw)
         self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw)
+        self._inf = torch.tensor(float("inf"), **kw)
 
     # ---------------------------------------------------------------- writes
     def _dedup_last(self, index: torch.Tensor, value: torch.Tensor):
@@ -115,7 +117,7 @@ class PriorityTree:
             return
         index, value = self._dedup_last(index, value)
         self._sum_leaves.index_copy_(0, index, value)
-        self._min_leaves.index_copy_(0, index, value)
+        self._min_leaves.index_copy_(0, index, torch.where(value > 0, value, self._inf))
         # Duplicate block ids write the same value (recomputed from the leaves): deterministic.
         block = index >> self._shift
         bs = self.block_size
@@ -126,16 +128,13 @@ class PriorityTree:
             0, block, self._min_leaves.view(-1, bs).index_select(0, block).amin(1)
         )
 
-    def load_leaves(self, values: torch.Tensor, written: torch.Tensor | None = None) -> None:
-        """Replaces every leaf at once and rebuilds the blocks (``written``: mask of live slots)."""
+    def load_leaves(self, values: torch.Tensor) -> None:
+        """Replaces every leaf at once and rebuilds the blocks."""
         values = torch.as_tensor(values, device=self.device, dtype=self.dtype).reshape(-1)
         if values.numel() != self.size:
             raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
         self._sum_leaves.copy_(values)
-        if written is None:
-            written = values > 0
-        written = written.to(self.device).reshape(-1)
-        self._min_leaves.copy_(torch.where(written, values, torch.full_like(values, float("inf"))))
+        self._min_leaves.copy_(torch.where(values > 0, values, self._inf))
         self._sum_blocks.copy_(self._sum_leaves.view(-1, self.block_size).sum(1))
         self._min_blocks.copy_(self._min_leaves.view(-1, self.block_size).amin(1))
 
@@ -148,16 +147,12 @@ class PriorityTree:
         """The leaf values (a view; unwritten slots hold 0)."""
         return self._sum_leaves
 
-    def written(self) -> torch.Tensor:
-        """Boolean mask of the slots that hold a value."""
-        return torch.isfinite(self._min_leaves)
-
     def total(self) -> torch.Tensor:
         """Sum of every value (a 0-d tensor, no host sync)."""
         return self._sum_blocks.sum()
 
     def min(self) -> torch.Tensor:
-        """Min of the written values (``inf`` when none is written)."""
+        """Min of the positive values (``inf`` when there is none)."""
         return self._min_blocks.amin()
 
     def find_prefixsum(self, mass: torch.Tensor) -> torch.Tensor:
