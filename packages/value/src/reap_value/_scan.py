@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["reverse_scan"]
+__all__ = ["reverse_scan", "reverse_scan_"]
 
 
 def reverse_scan(a: torch.Tensor, b: torch.Tensor, *, dim: int) -> torch.Tensor:
@@ -37,20 +37,33 @@ def reverse_scan(a: torch.Tensor, b: torch.Tensor, *, dim: int) -> torch.Tensor:
     """
     a, b = torch.broadcast_tensors(a, b)
     dtype = torch.promote_types(a.dtype, b.dtype)
+    return reverse_scan_(a.to(dtype), b.to(dtype, copy=True), dim=dim)
+
+
+def reverse_scan_(a: torch.Tensor, b: torch.Tensor, *, dim: int) -> torch.Tensor:
+    """:func:`reverse_scan` that may overwrite ``b`` (and return it); ``a`` is only read.
+
+    Both must have the same shape and dtype. Used on temporaries the caller owns, to save a
+    copy.
+
+    Examples:
+        >>> import torch
+        >>> b = torch.ones(3)
+        >>> reverse_scan_(torch.full((3,), 0.5), b, dim=0) is b
+        True
+    """
     length = b.shape[dim]
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        return _scan_out_of_place(a.to(dtype), b.to(dtype), dim, length)
-    # Private copies that the steps below overwrite in place.
-    x = b.to(dtype, copy=True, memory_format=torch.contiguous_format)
-    a = a.to(dtype, copy=True, memory_format=torch.contiguous_format)
+        return _scan_out_of_place(a, b, dim, length)
+    x = b
     stride = 1
     while stride < length:
         n = length - stride
-        head = a.narrow(dim, 0, n)
-        carried = head * x.narrow(dim, stride, n)
-        if 2 * stride < length:
-            # The product of coefficients is only read by later (wider) strides.
-            head.mul_(a.narrow(dim, stride, n).clone())
+        carried = a.narrow(dim, 0, n) * x.narrow(dim, stride, n)
+        # The next step reads the first ``length - 2 * stride`` products of coefficients.
+        following = length - 2 * stride
+        if following > 0:
+            a = a.narrow(dim, 0, following) * a.narrow(dim, stride, following)
         x.narrow(dim, 0, n).add_(carried)
         stride *= 2
     return x
@@ -62,11 +75,10 @@ def _scan_out_of_place(a: torch.Tensor, b: torch.Tensor, dim: int, length: int) 
     stride = 1
     while stride < length:
         n = length - stride
-        head_a = a.narrow(dim, 0, n)
-        x = torch.cat(
-            [x.narrow(dim, 0, n) + head_a * x.narrow(dim, stride, n), x.narrow(dim, n, stride)], dim
-        )
-        if 2 * stride < length:
-            a = torch.cat([head_a * a.narrow(dim, stride, n), a.narrow(dim, n, stride)], dim)
+        head = x.narrow(dim, 0, n) + a.narrow(dim, 0, n) * x.narrow(dim, stride, n)
+        x = torch.cat([head, x.narrow(dim, n, stride)], dim)
+        following = length - 2 * stride
+        if following > 0:
+            a = a.narrow(dim, 0, following) * a.narrow(dim, stride, following)
         stride *= 2
     return x

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from reap_value._checks import Coefficient, check_coefficient, check_tensors, check_time_dim
-from reap_value._scan import reverse_scan
+from reap_value._scan import reverse_scan_
 
 __all__ = [
     "generalized_advantage_estimate",
@@ -57,7 +57,7 @@ def _prepare(gamma, lmbda, time_dim, tensors):
     check_coefficient("gamma", gamma, shape)
     if lmbda is not None:
         check_coefficient("lmbda", lmbda, shape)
-    if "terminated" in checked:
+    if "terminated" in checked and checked["terminated"] is not checked["done"]:
         # A terminated step always ends its trajectory.
         checked["done"] = checked["done"] | checked["terminated"]
     else:
@@ -65,17 +65,37 @@ def _prepare(gamma, lmbda, time_dim, tensors):
     return checked, dim, shape
 
 
+def _float_not(flag: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``1 - flag`` as ``dtype``. Going through uint8 is several times faster on CPU than
+    converting or masking with a bool tensor directly."""
+    return (~flag).view(torch.uint8).to(dtype)
+
+
+def _discounts(gamma, lmbda, done, dtype):
+    """``gamma * lmbda`` where the trajectory goes on and 0 where it is done, in ``dtype``."""
+    continues = _float_not(done, dtype)
+    if isinstance(gamma, torch.Tensor) or isinstance(lmbda, torch.Tensor):
+        # General path: per-step (or otherwise broadcast) coefficients.
+        return continues * (gamma * lmbda)
+    # Fast path: one number.
+    return continues.mul_(gamma * lmbda)
+
+
+def _bootstrap(next_state_value, terminated):
+    """The next value where the episode goes on, 0 where it is terminated."""
+    return next_state_value * _float_not(terminated, next_state_value.dtype)
+
+
 def _gae(gamma, lmbda, state_value, next_state_value, reward, done, terminated, dim):
-    bootstrap = next_state_value.masked_fill(terminated, 0.0)
-    # delta[t] = r[t] + gamma * V(s[t+1]) * (1 - terminated[t]) - V(s[t])
+    bootstrap = _bootstrap(next_state_value, terminated)
+    # delta[t] = r[t] + gamma * (1 - terminated[t]) * V(s[t+1]) - V(s[t])
     if isinstance(gamma, torch.Tensor):
         delta = reward + gamma * bootstrap
     else:
         delta = torch.add(reward, bootstrap, alpha=gamma)
     delta = delta - state_value
-    not_done = (~done).to(delta.dtype)
-    coef = not_done * (gamma * lmbda)
-    advantage = reverse_scan(coef, delta, dim=dim)
+    coef = _discounts(gamma, lmbda, done, delta.dtype)
+    advantage = reverse_scan_(coef, delta, dim=dim)
     return advantage, advantage + state_value
 
 
@@ -86,15 +106,17 @@ def _td_lambda(gamma, lmbda, next_state_value, reward, done, terminated, dim):
     the last step, where the return bootstraps from ``V'`` alone.
     """
     length = done.shape[dim]
-    bootstrap = next_state_value.masked_fill(terminated, 0.0)
-    continues = ~done
+    bootstrap = _bootstrap(next_state_value, terminated)
+    if isinstance(gamma, torch.Tensor):
+        base = reward + gamma * bootstrap
+    else:
+        base = torch.add(reward, bootstrap, alpha=gamma)
+    coef = _discounts(gamma, lmbda, done, base.dtype)
     if length:
-        continues = continues.clone()
-        continues.narrow(dim, length - 1, 1).fill_(False)
-    coef = continues.to(bootstrap.dtype) * (gamma * lmbda)
-    # (gamma - gamma * lmbda * nd) * V' = gamma * (1 - lmbda * nd) * V'
-    base = reward + (gamma - coef) * bootstrap
-    return reverse_scan(coef, base, dim=dim)
+        coef.narrow(dim, length - 1, 1).fill_(0.0)
+    # gamma * (1 - lmbda * nd) * V' = gamma * V' - coef * V'
+    base = torch.addcmul(base, coef, bootstrap, value=-1.0)
+    return reverse_scan_(coef, base, dim=dim)
 
 
 def _time_varying(gamma, dim, shape) -> bool:
