@@ -1,1 +1,37 @@
-"""Multi-process sync and async collectors over shared memory."""
+"""reap-collectors-mp: multi-process sync and async collectors over shared memory.
+
+``MultiSyncCollector`` / ``MultiAsyncCollector`` run reap's single-process ``Collector`` in
+worker processes that write batches into shared memory; ``ParallelEnv`` steps sub-envs in
+worker processes. Weight-sync schemes (``"shared_mem"``, ``"pipe"``) move trainer weights to
+the workers. Everything here is also importable from ``reap`` once this package is installed.
+"""
+
+from reap_mp._procs import WorkerError
+from reap_mp.collectors import (
+    MultiAsyncCollector,
+    MultiaSyncDataCollector,
+    MultiSyncCollector,
+    MultiSyncDataCollector,
+    worker_seed,
+)
+from reap_mp.parallel_env import ParallelEnv
+from reap_mp.weight_sync import (
+    MultiProcessedWeightUpdater,
+    PipeWeightSyncScheme,
+    SharedMemWeightSyncScheme,
+    WeightSyncScheme,
+)
+
+__all__ = [
+    "MultiAsyncCollector",
+    "MultiProcessedWeightUpdater",
+    "MultiSyncCollector",
+    "MultiSyncDataCollector",
+    "MultiaSyncDataCollector",
+    "ParallelEnv",
+    "PipeWeightSyncScheme",
+    "SharedMemWeightSyncScheme",
+    "WeightSyncScheme",
+    "WorkerError",
+    "worker_seed",
+]

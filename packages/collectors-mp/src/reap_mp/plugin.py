@@ -1,1 +1,58 @@
-"""Registers reap-collectors-mp with reap's plugin manager."""
+"""Registers reap-collectors-mp with reap's plugin manager.
+
+Examples:
+    >>> from reap.plugins import collector_backends, get_registries
+    >>> collector_backends()["mp"].summary
+    'worker processes writing batches into shared memory (sync or async)'
+    >>> sorted(get_registries().weight_sync_schemes)[:2]
+    ['pipe', 'shared_mem']
+    >>> from reap import MultiSyncCollector, ParallelEnv
+    >>> MultiSyncCollector.__module__
+    'reap_mp.collectors'
+"""
+
+from reap.plugins import hookimpl
+from reap.registry import CollectorBackend, WeightSyncSchemeEntry
+
+EXPORTS = {
+    "MultiSyncCollector": "reap_mp.collectors:MultiSyncCollector",
+    "MultiAsyncCollector": "reap_mp.collectors:MultiAsyncCollector",
+    "MultiSyncDataCollector": "reap_mp.collectors:MultiSyncDataCollector",
+    "MultiaSyncDataCollector": "reap_mp.collectors:MultiaSyncDataCollector",
+    "ParallelEnv": "reap_mp.parallel_env:ParallelEnv",
+    "MultiProcessedWeightUpdater": "reap_mp.weight_sync:MultiProcessedWeightUpdater",
+    "SharedMemWeightSyncScheme": "reap_mp.weight_sync:SharedMemWeightSyncScheme",
+    "PipeWeightSyncScheme": "reap_mp.weight_sync:PipeWeightSyncScheme",
+    "WorkerError": "reap_mp._procs:WorkerError",
+}
+
+
+def mp_factory(*, sync=None, **kwargs):
+    """``sync`` None/True: a ``MultiSyncCollector``; False: a ``MultiAsyncCollector``."""
+    from reap_mp.collectors import MultiAsyncCollector, MultiSyncCollector
+
+    cls = MultiAsyncCollector if sync is False else MultiSyncCollector
+    return cls(**kwargs)
+
+
+@hookimpl
+def reap_register_collector_backends(register):
+    register(CollectorBackend(
+        "mp", mp_factory, "worker processes writing batches into shared memory (sync or async)"))
+
+
+@hookimpl
+def reap_register_weight_sync_schemes(register):
+    from reap_mp.weight_sync import PipeWeightSyncScheme, SharedMemWeightSyncScheme
+
+    register(WeightSyncSchemeEntry(
+        "shared_mem", SharedMemWeightSyncScheme,
+        "per-worker shared-memory weights, loaded between rollouts under a version counter"))
+    register(WeightSyncSchemeEntry(
+        "pipe", PipeWeightSyncScheme, "weights as arrays over each worker's pipe (any device)"))
+
+
+@hookimpl
+def reap_register_exports(register):
+    for name, target in EXPORTS.items():
+        register(name, target)

@@ -1,0 +1,238 @@
+"""Process plumbing shared by the collectors and ``ParallelEnv``.
+
+* :class:`WorkerError`: what the parent raises when a worker fails, naming the worker.
+* :func:`get_context`: the multiprocessing context (``spawn`` unless told otherwise), with the
+  guard that explains ``if __name__ == "__main__":`` when a spawned child re-imports the script.
+* :class:`Payload`: cloudpickles what plain pickle cannot send to a spawned child (lambdas).
+* :class:`WorkerHandle`: one child process and its pipe; every wait is bounded and watches the
+  process sentinel, so a dead child is reported at once with its exit code or signal.
+* :func:`track`: live owners are shut down at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import multiprocessing.connection
+import pickle
+import signal
+import time
+import weakref
+
+try:  # gymnasium depends on cloudpickle, so it is there wherever reap-core is
+    import cloudpickle
+except ImportError:  # pragma: no cover
+    cloudpickle = None
+
+START_METHODS = ("spawn", "forkserver", "fork")
+
+
+class WorkerError(RuntimeError):
+    """A worker process raised, died or stopped answering.
+
+    ``worker_idx`` is its index, ``exitcode`` the process exit code (negative: killed by that
+    signal) when it died, ``remote_traceback`` the worker's formatted traceback when it raised.
+    """
+
+    def __init__(self, message: str, *, worker_idx: int, exitcode: int | None = None,
+                 remote_traceback: str | None = None):
+        super().__init__(message)
+        self.worker_idx = worker_idx
+        self.exitcode = exitcode
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self):
+        return (_rebuild_worker_error, (str(self), self.worker_idx, self.exitcode, self.remote_traceback))
+
+
+def _rebuild_worker_error(message, worker_idx, exitcode, remote_traceback):
+    return WorkerError(message, worker_idx=worker_idx, exitcode=exitcode,
+                       remote_traceback=remote_traceback)
+
+
+SPAWN_GUARD_MESSAGE = (
+    "{owner} was constructed while a child process started with the '{method}' start method was "
+    "importing the main script. With 'spawn' (and 'forkserver') every worker re-imports the "
+    "script that created it, so code that builds collectors or ParallelEnv must sit under\n\n"
+    "    if __name__ == \"__main__\":\n        ...\n\n"
+    "(or inside a function called from there). Alternatively pass mp_start_method='fork'."
+)
+
+
+def get_context(method: str | None, owner: str):
+    """The multiprocessing context for ``method`` (default ``spawn``), after the spawn guard."""
+    method = method or "spawn"
+    if method not in START_METHODS:
+        raise ValueError(f"{owner}: mp_start_method must be one of {START_METHODS}, got {method!r}")
+    if method != "fork" and getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(SPAWN_GUARD_MESSAGE.format(owner=owner, method=method))
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":  # the server imports reap once; each worker is then a cheap fork
+        ctx.set_forkserver_preload(["reap_mp._worker", "reap_mp.parallel_env"])
+    return ctx
+
+
+class Payload:
+    """Wraps an object so that it reaches a spawned child even if plain pickle refuses it."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __getstate__(self):
+        try:
+            return {"raw": pickle.dumps(self.obj), "cloud": False}
+        except Exception:
+            if cloudpickle is None:
+                raise
+            return {"raw": cloudpickle.dumps(self.obj), "cloud": True}
+
+    def __setstate__(self, state):
+        self.obj = pickle.loads(state["raw"])
+
+
+def describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "is still running"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"was killed by {name} (exit code {exitcode})"
+    return f"exited with code {exitcode}"
+
+
+class WorkerHandle:
+    """A child process, the parent's end of its pipe, and bounded waits on both."""
+
+    def __init__(self, ctx, idx: int, target, args: tuple, *, label: str, timeout: float):
+        self.idx = idx
+        self.label = label
+        self.timeout = timeout
+        self.conn, child_conn = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(target=target, args=(idx, child_conn, *args),
+                                   name=f"{label}-{idx}", daemon=False)
+        self.process.start()
+        child_conn.close()
+        self.closed = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def send(self, msg) -> None:
+        try:
+            self.conn.send(msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as exc:
+            raise self.dead_error(f"could not be sent {msg[0]!r}") from exc
+
+    def dead_error(self, what: str) -> WorkerError:
+        self.process.join(0.5)
+        code = self.process.exitcode
+        return WorkerError(
+            f"{self.label} {self.idx} {describe_exit(code)} and {what}",
+            worker_idx=self.idx, exitcode=code,
+        )
+
+    def error_from(self, message) -> WorkerError:
+        """The WorkerError for an ``("error", text, traceback)`` message."""
+        _, text, tb = message
+        return WorkerError(
+            f"{self.label} {self.idx} raised {text}\n\nTraceback from the worker:\n{tb}",
+            worker_idx=self.idx, remote_traceback=tb,
+        )
+
+    def recv(self, timeout: float | None = None):
+        """The next message; WorkerError if the child dies, raised, or stays silent past timeout."""
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.conn.poll(0):
+                return self._read()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise WorkerError(
+                    f"{self.label} {self.idx} sent nothing for {timeout:g} s (worker_timeout); "
+                    "it may be stuck in its env or policy. Raise worker_timeout for slower workers.",
+                    worker_idx=self.idx,
+                )
+            multiprocessing.connection.wait([self.conn, self.process.sentinel], timeout=left)
+            if not self.conn.poll(0) and not self.process.is_alive():
+                raise self.dead_error("sent no reply")
+
+    def _read(self):
+        try:
+            message = self.conn.recv()
+        except (EOFError, ConnectionResetError, OSError) as exc:
+            raise self.dead_error("closed its pipe") from exc
+        if isinstance(message, tuple) and message and message[0] == "error":
+            raise self.error_from(message)
+        return message
+
+    def close(self, grace: float = 2.0) -> None:
+        """Ask the child to stop, then terminate and kill it if it lingers; idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.process.is_alive():
+            try:
+                self.conn.send(("close",))
+            except Exception:  # noqa: BLE001 - a broken pipe means it is going anyway
+                pass
+            self.process.join(grace)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(grace)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(grace)
+        self.conn.close()
+        try:
+            self.process.close()
+        except ValueError:  # still running after kill: nothing more can be done
+            pass
+
+
+def wait_any(handles, timeout: float):
+    """Handles that have a message ready or whose process ended, within ``timeout``."""
+    objects = {}
+    for handle in handles:
+        objects[handle.conn] = handle
+        objects[handle.process.sentinel] = handle
+    ready = multiprocessing.connection.wait(list(objects), timeout=timeout)
+    seen, out = set(), []
+    for obj in ready:
+        handle = objects[obj]
+        if handle.idx not in seen:
+            seen.add(handle.idx)
+            out.append(handle)
+    return out
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def track(owner) -> None:
+    """Shut ``owner`` down at interpreter exit unless it was shut down before."""
+    _LIVE.add(owner)
+
+
+def untrack(owner) -> None:
+    _LIVE.discard(owner)
+
+
+@atexit.register
+def _shutdown_live() -> None:
+    for owner in list(_LIVE):
+        try:
+            owner.shutdown()
+        except Exception:  # noqa: BLE001 - interpreter exit: best effort, never raise
+            pass
+
+
+def worker_error_message(exc: BaseException) -> tuple[str, str, str]:
+    """The ``("error", text, traceback)`` message a worker sends for ``exc``."""
+    import traceback
+
+    return ("error", f"{type(exc).__name__}: {exc}",
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))

@@ -1,0 +1,698 @@
+"""``MultiSyncCollector`` and ``MultiAsyncCollector``: collection in worker processes.
+
+Each worker runs reap's single-process ``Collector`` (the same allocation-free stepping loop)
+and writes every batch into a shared-memory TensorDict it allocated once at start-up. The
+parent receives a small ``("batch", slot, policy_version)`` message and reads the slot in
+place: no batch is ever pickled.
+
+Layout (TorchRL's): a worker with an env of batch ``[*env_batch]`` yields ``[*env_batch, T]``.
+``MultiSyncCollector`` with ``cat_results="stack"`` (the default) stacks the workers' batches:
+``[n_workers, *env_batch, T]``; ``cat_results="cat"`` (or ``0``) concatenates along the first
+dim (``[n_workers * n_envs, T]`` for batched envs, ``[n_workers * T]`` for single envs);
+``cat_results=-1`` concatenates along time (``[*env_batch, n_workers * T]``).
+``MultiAsyncCollector`` yields one worker's batch at a time, ``[*env_batch, T]``.
+
+Every batch carries ``("collector", "worker_id")`` and ``("collector", "policy_version")``
+(batch-shaped int64): which worker produced it and with which weights (0 for the weights the
+workers started with, then the number of ``update_policy_weights_`` calls that reached it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from reap.collectors.base import BaseCollector
+from reap.collectors.trajectories import TrajIdCounter, split_trajectories
+from reap.envs.base import EnvBase
+from reap.plugins import hook
+from reap.weight_update import as_weights
+from tensordict import TensorDictBase
+from tensordict.nn import InteractionType
+
+from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
+from reap_mp._worker import ReplicatedEnv, collector_worker
+from reap_mp.weight_sync import (
+    PipeWeightSyncScheme,
+    SharedMemWeightSyncScheme,
+    adapt_updater,
+    resolve_scheme,
+)
+
+FAILURE_MODES = ("raise", "restart")
+#: TorchRL arguments accepted for compatibility that change nothing here.
+_NO_EFFECT = {"num_threads", "use_buffers", "trust_policy", "no_cuda_sync", "compile_policy",
+              "cudagraph_policy", "auto_register_policy_transforms"}
+#: TorchRL arguments accepted only at their default value.
+_DEFAULT_ONLY = {"reset_when_done": True, "preemptive_threshold": None, "set_truncated": False,
+                 "collector_class": None, "trajs_per_batch": None, "trajs_per_write": None,
+                 "traj_format": None, "track_policy_version": False, "weight_recv_schemes": None,
+                 "init_fn": None, "pre_collect_hook": None, "post_collect_hook": None,
+                 "compact_obs": False, "return_same_td": False}
+
+
+def worker_seed(seed: int, idx: int, restarts: int = 0) -> int:
+    """Worker ``idx``'s seed for ``set_seed(seed)``: distinct per worker, reproducible.
+
+    Derived through ``numpy.random.SeedSequence``, so runs seeded ``seed`` and ``seed + 1``
+    give unrelated worker seeds (whose ``n_envs`` consecutive env seeds do not overlap)
+    instead of shifted copies of each other.
+    """
+    state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
+    return int(state[0] & 0x7FFFFFFF)
+
+
+def _per_worker(value, n: int, name: str, owner: str) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} workers")
+        return list(value)
+    return [value] * n
+
+
+def _check_int(value, name: str, owner: str, *, minimum: int, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive int" if minimum == 1 else "a non-negative int"
+        raise ValueError(f"{owner}: {name} must be {kind}{' or None' if allow_none else ''}, got {value!r}")
+
+
+def _cpu_only_env(env_device, owner: str) -> None:
+    for dev in env_device if isinstance(env_device, (list, tuple)) else [env_device]:
+        if dev is not None and torch.device(dev).type != "cpu":
+            raise ValueError(
+                f"{owner}: env_device={str(dev)!r}: reap envs step on the CPU; leave env_device "
+                "unset and use storing_device to place batches on another device"
+            )
+
+
+class _MultiCollector(BaseCollector):
+    _sync = True
+    _slots_per_worker = 1
+    _closed = True  # until the workers exist: __del__ of a half-built collector does nothing
+
+    def __init__(
+        self,
+        create_env_fn: Sequence[Callable] | Callable,
+        policy=None,
+        *,
+        num_workers: int | None = None,
+        policy_factory: Callable | Sequence[Callable] | None = None,
+        frames_per_batch: int | Sequence[int],
+        total_frames: int | None = -1,
+        device=None,
+        storing_device=None,
+        env_device=None,
+        policy_device=None,
+        create_env_kwargs: dict | Sequence[dict] | None = None,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        reset_at_each_iter: bool = False,
+        postproc: Callable | None = None,
+        split_trajs: bool | None = None,
+        exploration_type=InteractionType.RANDOM,
+        update_at_each_batch: bool = False,
+        num_sub_threads: int = 1,
+        cat_results: str | int | None = None,
+        replay_buffer=None,
+        extend_buffer: bool = True,
+        weight_updater=None,
+        weight_sync_schemes=None,
+        num_workers_per_collector: int = 1,
+        track_traj_ids: bool = True,
+        worker_idx: int | None = None,
+        mp_start_method: str | None = None,
+        worker_timeout: float = 120.0,
+        on_worker_failure: str = "raise",
+        max_restarts: int = 10,
+        sync: bool | None = None,
+        backend: str | None = None,
+        **torchrl_kwargs,
+    ):
+        owner = type(self).__name__
+        self._handles: list[WorkerHandle] = []
+        for key, value in torchrl_kwargs.items():
+            if key in _NO_EFFECT:
+                continue
+            if key in _DEFAULT_ONLY:
+                if value != _DEFAULT_ONLY[key]:
+                    raise NotImplementedError(
+                        f"{owner}: {key}={value!r} is not supported by reap; leave it at "
+                        f"{_DEFAULT_ONLY[key]!r}"
+                    )
+                continue
+            raise TypeError(f"{owner}: unexpected keyword argument {key!r}")
+
+        # ---- envs and workers ------------------------------------------------------------
+        if isinstance(create_env_fn, EnvBase):
+            raise TypeError(
+                f"{owner}: create_env_fn must be callables that build the env in the worker, "
+                "not an env instance (pass the constructor, e.g. lambda: GymEnv(...))"
+            )
+        if isinstance(create_env_fn, (list, tuple)):
+            fns = list(create_env_fn)
+            if not fns:
+                raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per worker")
+            if num_workers is not None and num_workers != len(fns):
+                raise ValueError(
+                    f"{owner}: num_workers={num_workers} but create_env_fn has {len(fns)} constructors"
+                )
+        elif callable(create_env_fn):
+            _check_int(num_workers, "num_workers", owner, minimum=1)
+            fns = [create_env_fn] * (num_workers or 1)
+        else:
+            raise TypeError(
+                f"{owner}: create_env_fn must be a list of env constructors (callables), got "
+                f"{type(create_env_fn).__name__}"
+            )
+        for fn in fns:
+            if isinstance(fn, EnvBase) or not callable(fn):
+                raise TypeError(
+                    f"{owner}: every create_env_fn entry must be a callable returning an env, got {fn!r}"
+                )
+        n = self.num_workers = len(fns)
+        _check_int(num_workers_per_collector, "num_workers_per_collector", owner, minimum=1, allow_none=False)
+        env_kwargs = _per_worker(create_env_kwargs, n, "create_env_kwargs", owner)
+        if num_workers_per_collector > 1:
+            fns = [ReplicatedEnv(fn, num_workers_per_collector, kw) for fn, kw in zip(fns, env_kwargs)]
+            env_kwargs = [None] * n
+
+        # ---- policies --------------------------------------------------------------------
+        if policy is not None and policy_factory is not None:
+            raise ValueError(f"{owner}: pass policy or policy_factory, not both")
+        factories = _per_worker(policy_factory, n, "policy_factory", owner)
+        for factory in factories:
+            if factory is not None and not callable(factory):
+                raise TypeError(f"{owner}: policy_factory must be callable, got {factory!r}")
+        self.policy = policy
+
+        # ---- frames ----------------------------------------------------------------------
+        if isinstance(frames_per_batch, (list, tuple)):
+            if len(frames_per_batch) != n:
+                raise ValueError(
+                    f"{owner}: frames_per_batch has {len(frames_per_batch)} entries but there are "
+                    f"{n} workers; pass one per worker or an int for the total"
+                )
+            for value in frames_per_batch:
+                _check_int(value, "frames_per_batch", owner, minimum=1, allow_none=False)
+            requested = list(frames_per_batch)
+        else:
+            _check_int(frames_per_batch, "frames_per_batch", owner, minimum=1, allow_none=False)
+            requested = [-(-frames_per_batch // n)] * n
+        self.requested_frames_per_batch = frames_per_batch
+        if total_frames is None:
+            total_frames = -1
+        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (
+            total_frames <= 0 and total_frames != -1
+        ):
+            raise ValueError(f"{owner}: total_frames must be a positive int, or -1 to collect forever, got {total_frames!r}")
+        self.total_frames = total_frames
+        _check_int(max_frames_per_traj, "max_frames_per_traj", owner, minimum=1)
+        _check_int(init_random_frames, "init_random_frames", owner, minimum=0)
+        total_requested = sum(requested)
+        self._random_batches = math.ceil((init_random_frames or 0) / total_requested)
+        self.init_random_frames = init_random_frames or 0
+
+        # ---- options ---------------------------------------------------------------------
+        if cat_results == "cat":
+            cat_results = 0
+        if cat_results is None:
+            cat_results = "stack"
+        if not (cat_results == "stack" or (isinstance(cat_results, int) and not isinstance(cat_results, bool))):
+            raise ValueError(
+                f"{owner}: cat_results must be 'stack', 'cat' or an int dim to concatenate along, got {cat_results!r}"
+            )
+        if not self._sync and cat_results != "stack":
+            raise ValueError(f"{owner}: cat_results={cat_results!r} only applies to MultiSyncCollector")
+        self.cat_results = cat_results
+        if on_worker_failure not in FAILURE_MODES:
+            raise ValueError(f"{owner}: on_worker_failure must be one of {FAILURE_MODES}, got {on_worker_failure!r}")
+        self.on_worker_failure = on_worker_failure
+        if not isinstance(worker_timeout, (int, float)) or worker_timeout <= 0:
+            raise ValueError(f"{owner}: worker_timeout must be a positive number of seconds, got {worker_timeout!r}")
+        self.worker_timeout = float(worker_timeout)
+        _check_int(max_restarts, "max_restarts", owner, minimum=0, allow_none=False)
+        self.max_restarts = max_restarts
+        _check_int(num_sub_threads, "num_sub_threads", owner, minimum=1, allow_none=False)
+        if postproc is not None and not callable(postproc):
+            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
+        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
+            raise TypeError(f"{owner}: replay_buffer must have an extend() method (a reap replay buffer)")
+        _cpu_only_env(env_device, owner)
+        self.postproc = postproc
+        self.split_trajs = bool(split_trajs)
+        self.update_at_each_batch = update_at_each_batch
+        self.replay_buffer = replay_buffer
+        self.extend_buffer = extend_buffer
+        storing = _per_worker(storing_device, n, "storing_device", owner)
+        storing = storing[0] if storing[0] is not None else device
+        self.storing_device = torch.device(storing) if storing is not None else None
+        policy_devices = [p if p is not None else device
+                          for p in _per_worker(policy_device, n, "policy_device", owner)]
+
+        # ---- weight sync -----------------------------------------------------------------
+        if weight_sync_schemes is None:
+            remote = any(d is not None and torch.device(d).type != "cpu" for d in policy_devices)
+            scheme = PipeWeightSyncScheme() if remote else SharedMemWeightSyncScheme()
+        else:
+            scheme = resolve_scheme(weight_sync_schemes, owner)
+        self.weight_sync_scheme = scheme
+        self.weight_updater = adapt_updater(weight_updater, owner)
+
+        # ---- start -----------------------------------------------------------------------
+        self._ctx = get_context(mp_start_method, owner)
+        self._traj_counter = TrajIdCounter(shared=True, context=self._ctx)
+        self._specs = []
+        for i in range(n):
+            kwargs = {
+                "frames_per_batch": requested[i], "create_env_kwargs": env_kwargs[i],
+                "max_frames_per_traj": max_frames_per_traj, "reset_at_each_iter": reset_at_each_iter,
+                "exploration_type": exploration_type, "track_traj_ids": track_traj_ids,
+                "policy_device": policy_devices[i],
+            }
+            self._specs.append({
+                "create_env_fn": fns[i], "policy": policy, "policy_factory": factories[i],
+                "kwargs": kwargs, "random_batches": self._random_batches,
+                "slots": self._slots_per_worker, "num_threads": num_sub_threads, "seed": None,
+            })
+        scheme.bind(self._ctx, n, self._send)
+        self.restarts = 0
+        self.worker_restarts = [0] * n
+        self.policy_version = 0
+        self._last_weights = None
+        self._frames = 0
+        self._iter = 0
+        self._slots: list[list[TensorDictBase]] = [[] for _ in range(n)]
+        self._worker_frames = [0] * n
+        self._stash: deque = deque()
+        self._in_flight = [0] * n
+        self._seed: tuple[int, bool] | None = None
+        self._closed = False
+        track(self)
+        try:
+            self._handles = [self._spawn(i) for i in range(n)]
+            for i in range(n):
+                self._await_ready(i)
+        except BaseException:
+            self.shutdown()
+            raise
+        self.frames_per_batch = sum(self._worker_frames) if self._sync else self._worker_frames[0]
+        self.weight_updater.register_collector(self)
+
+    # ---- workers ---------------------------------------------------------------------------
+    def _spawn(self, idx: int) -> WorkerHandle:
+        return WorkerHandle(
+            self._ctx, idx, collector_worker,
+            (Payload(self._specs[idx]), self._traj_counter, self.weight_sync_scheme.worker_state(idx)),
+            label="collector worker", timeout=self.worker_timeout,
+        )
+
+    def _await_ready(self, idx: int) -> None:
+        handle = self._handles[idx]
+        try:
+            message = handle.recv(timeout=max(self.worker_timeout, 60.0))
+        except WorkerError as exc:
+            raise WorkerError(f"{exc} while starting", worker_idx=idx, exitcode=exc.exitcode,
+                              remote_traceback=exc.remote_traceback) from None
+        _, slots, weights_buffer, info = message
+        self._slots[idx] = slots
+        self._worker_frames[idx] = info["frames_per_batch"]
+        self.weight_sync_scheme.on_worker_ready(idx, weights_buffer)
+        self._in_flight[idx] = 0
+
+    def _send(self, idx: int, message: tuple) -> None:
+        self._handles[idx].send(message)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers."""
+        return [h.pid for h in self._handles if not h.closed]
+
+    def _fail(self, idx: int, error: WorkerError) -> None:
+        """Handle a failed worker: restart it, or shut everything down and raise."""
+        if self.on_worker_failure == "restart" and self.worker_restarts[idx] < self.max_restarts and not self._closed:
+            self._restart(idx)
+            return
+        if self.on_worker_failure == "restart":
+            error = WorkerError(f"{error}\n(gave up after {self.max_restarts} restarts of this worker)",
+                                worker_idx=idx, exitcode=error.exitcode,
+                                remote_traceback=error.remote_traceback)
+        self.shutdown()
+        raise error
+
+    def _restart(self, idx: int) -> None:
+        self._handles[idx].close(grace=0.5)
+        self.restarts += 1
+        self.worker_restarts[idx] += 1
+        self._stash = deque(item for item in self._stash if item[0] != idx)
+        if self._seed is not None:
+            self._specs[idx]["seed"] = (worker_seed(self._seed[0], idx, self.worker_restarts[idx]), self._seed[1])
+        self._handles[idx] = self._spawn(idx)
+        self._await_ready(idx)
+        if self._last_weights is not None:
+            self.weight_sync_scheme.push(self._last_weights, [idx], self.policy_version)
+
+    def _request(self, idx: int, message: tuple):
+        """Send a command and wait for its ``("ok", value)``; batches that arrive are stashed."""
+        handle = self._handles[idx]
+        handle.send(message)
+        while True:
+            reply = handle.recv()
+            if reply[0] == "ok":
+                return reply[1]
+            self._on_batch(idx, reply)
+
+    def _on_batch(self, idx: int, reply: tuple) -> None:
+        self._in_flight[idx] -= 1
+        self._stash.append((idx, reply[1], reply[2]))
+
+    def _collect_cmd(self, idx: int, slot: int) -> None:
+        self._in_flight[idx] += 1
+        self._send(idx, ("collect", slot))
+
+    def _wait_batch(self, pending: set[int] | None = None) -> tuple[int, int, int]:
+        """The next finished ``(worker, slot, version)``, among ``pending`` workers if given."""
+        deadline = time.monotonic() + self.worker_timeout
+        while True:
+            for k, item in enumerate(self._stash):
+                if pending is None or item[0] in pending:
+                    del self._stash[k]
+                    return item
+            watch = [h for h in self._handles if (pending is None or h.idx in pending) and self._in_flight[h.idx] > 0]
+            if not watch:
+                raise RuntimeError("internal error: waiting for a batch no worker is collecting")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                idx = watch[0].idx
+                self._fail(idx, WorkerError(
+                    f"collector worker {idx} delivered no batch within worker_timeout="
+                    f"{self.worker_timeout:g} s; it may be stuck in its env or policy",
+                    worker_idx=idx))
+                self._after_restart(idx)
+                deadline = time.monotonic() + self.worker_timeout
+                continue
+            for handle in wait_any(watch, left):
+                try:
+                    reply = handle.recv(timeout=self.worker_timeout)
+                except WorkerError as exc:
+                    self._fail(handle.idx, exc)
+                    self._after_restart(handle.idx)
+                    deadline = time.monotonic() + self.worker_timeout
+                    continue
+                if reply[0] == "batch":
+                    self._on_batch(handle.idx, reply)
+
+    def _after_restart(self, idx: int) -> None:
+        raise NotImplementedError
+
+    # ---- output ----------------------------------------------------------------------------
+    def _finish(self, batch: TensorDictBase) -> TensorDictBase | None:
+        if self.storing_device is not None and self.storing_device.type != "cpu":
+            batch = batch.to(self.storing_device)
+        if self.split_trajs:
+            batch = split_trajectories(batch)
+        if self.postproc is not None:
+            batch = self.postproc(batch)
+        hook().reap_batch_ready(collector=self, batch=batch)
+        if self.replay_buffer is not None:
+            if self.extend_buffer:
+                self.replay_buffer.extend(batch)
+            return None
+        return batch
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__}: the collector was shut down; create a new one")
+
+    def _more(self) -> bool:
+        return self.total_frames == -1 or self._frames < self.total_frames
+
+    def __len__(self) -> int:
+        if self.total_frames == -1:
+            raise TypeError(f"{type(self).__name__} with total_frames=-1 has no length")
+        return math.ceil(self.total_frames / self.frames_per_batch)
+
+    # ---- weights ---------------------------------------------------------------------------
+    def update_policy_weights_(self, policy_or_weights=None, *, worker_ids=None, model_id=None,
+                               weights_dict=None, **kwargs) -> None:
+        """Send new policy weights to the workers (all, or ``worker_ids``).
+
+        Accepts a module, a TensorDict of weights, a state dict, ``weights_dict={"policy": ...}``
+        or the keywords ``policy=`` / ``weights=``. Without weights, the ``policy`` the
+        collector was built with is the source (the trainer's module, updated in place).
+        Workers load the weights before their next rollout; batches record the version.
+        """
+        for name in ("policy", "weights", "policy_weights"):
+            if name in kwargs:
+                policy_or_weights = kwargs.pop(name)
+        if kwargs:
+            raise TypeError(f"update_policy_weights_: unexpected arguments {sorted(kwargs)}")
+        if model_id not in (None, "policy"):
+            raise ValueError(f"update_policy_weights_: model_id={model_id!r}; only 'policy' is synchronised")
+        if weights_dict is not None:
+            unknown = set(weights_dict) - {"policy"}
+            if unknown:
+                raise ValueError(f"update_policy_weights_: weights_dict has unknown models {sorted(unknown)}")
+            policy_or_weights = weights_dict.get("policy")
+        self._check_open()
+        self.weight_updater.push_weights(policy_or_weights, worker_ids=worker_ids)
+
+    def _push_weights(self, weights, worker_ids) -> TensorDictBase:
+        """Push ``weights`` (any accepted form; None: the collector's policy) through the scheme."""
+        self._check_open()
+        if weights is None:
+            if self.policy is None:
+                raise ValueError(
+                    "update_policy_weights_: no weights given and the collector has no policy to read "
+                    "them from (it was built with policy_factory); pass the weights"
+                )
+            weights = self.policy
+        weights = as_weights(weights)
+        ids = self._worker_ids(worker_ids)
+        missing = [i for i in ids if not self.weight_sync_scheme.has_weights(i)]
+        if missing:
+            raise ValueError(
+                f"update_policy_weights_: the policy of worker(s) {missing} has no parameters to update"
+            )
+        self.policy_version += 1
+        try:
+            self.weight_sync_scheme.push(weights, ids, self.policy_version)
+        except WorkerError as exc:
+            self._fail(exc.worker_idx, exc)
+        if worker_ids is None:
+            self._last_weights = weights.detach().clone().cpu()
+        return weights
+
+    def _worker_ids(self, worker_ids) -> list[int]:
+        if worker_ids is None:
+            return list(range(self.num_workers))
+        ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.num_workers:
+                raise ValueError(
+                    f"update_policy_weights_: worker_ids must be worker indices in [0, {self.num_workers}), got {worker_ids!r}"
+                )
+        return ids
+
+    # ---- control ---------------------------------------------------------------------------
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed every worker: worker ``i`` gets :func:`worker_seed` ``(seed, i)``.
+
+        Seeds are distinct across workers and reproducible; runs seeded ``seed`` and
+        ``seed + 1`` do not share env seeds. With ``static_seed=True`` every worker gets
+        ``seed`` itself. Returns ``seed + 1`` (``seed`` when static), the seed of a next run.
+        """
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
+        self._check_open()
+        self._seed = (seed, static_seed)
+        for i in range(self.num_workers):
+            s = seed if static_seed else worker_seed(seed, i)
+            self._specs[i]["seed"] = (s, static_seed)
+            self._request(i, ("seed", s, static_seed))
+        return seed if static_seed else seed + 1
+
+    def reset(self, reset_idx=None) -> None:
+        """Reset the envs of every worker (or of the workers flagged in ``reset_idx``)."""
+        self._check_open()
+        for i in range(self.num_workers):
+            if reset_idx is None or bool(reset_idx[i]):
+                self._request(i, ("reset", None))
+
+    def state_dict(self) -> dict:
+        """``{"worker0": ..., "worker1": ..., "frames": ..., "iter": ...}``."""
+        self._check_open()
+        state = {f"worker{i}": self._request(i, ("state_dict",)) for i in range(self.num_workers)}
+        state.update(frames=self._frames, iter=self._iter)
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._check_open()
+        for i in range(self.num_workers):
+            if f"worker{i}" in state_dict:
+                self._request(i, ("load_state_dict", state_dict[f"worker{i}"]))
+        self._frames = int(state_dict.get("frames", self._frames))
+        self._iter = int(state_dict.get("iter", self._iter))
+
+    def shutdown(self, timeout: float = 2.0) -> None:
+        """Stop the workers (terminate, then kill, after ``timeout`` s) and free shared memory."""
+        if self._closed:
+            return
+        self._closed = True
+        untrack(self)
+        try:
+            hook().reap_collector_shutdown(collector=self, worker_idx=-1)
+        finally:
+            for handle in self._handles:
+                handle.close(grace=timeout)
+            self._slots = [[] for _ in range(self.num_workers)]
+            self._stash.clear()
+            self._last_weights = None
+            self._traj_counter = None  # its semaphore is unlinked once nothing refers to it
+            self.weight_sync_scheme.close()
+
+    @property
+    def frames(self) -> int:
+        return self._frames
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(num_workers={self.num_workers}, frames_per_batch="
+                f"{getattr(self, 'frames_per_batch', '?')}, total_frames={self.total_frames}, "
+                f"frames={getattr(self, '_frames', 0)})")
+
+
+class MultiSyncCollector(_MultiCollector):
+    """Collect with several worker processes; every batch holds one rollout of each worker.
+
+    All workers run the same policy version for a given batch: weights pushed with
+    ``update_policy_weights_`` between two batches reach every worker before its next rollout.
+    Arguments follow TorchRL's ``MultiSyncCollector``; ``frames_per_batch`` is the total per
+    batch (split evenly, rounded up) or a list with one entry per worker. reap adds
+    ``mp_start_method`` (``"spawn"``), ``worker_timeout`` (seconds without a reply before a worker
+    is declared stuck), ``on_worker_failure`` (``"raise"`` or ``"restart"``) and
+    ``max_restarts``. See the module docstring for the layouts of ``cat_results``.
+
+    Examples:
+        >>> import torch  # doctest: +SKIP
+        >>> from tensordict.nn import TensorDictModule
+        >>> from reap import GymEnv, MultiSyncCollector
+        >>> def make_env():
+        ...     return GymEnv("Pendulum-v1", num_envs=4)
+        >>> policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+        >>> if __name__ == "__main__":
+        ...     with MultiSyncCollector([make_env, make_env], policy, frames_per_batch=64,
+        ...                             total_frames=128) as collector:
+        ...         for batch in collector:
+        ...             print(batch.batch_size)  # [2 workers, 4 envs, 8 steps]
+        torch.Size([2, 4, 8])
+        torch.Size([2, 4, 8])
+    """
+
+    _sync = True
+
+    def _after_restart(self, idx: int) -> None:
+        self._collect_cmd(idx, 0)  # the restarted worker redoes its share of this batch
+
+    def iterator(self):
+        self._check_open()
+        if not getattr(self, "_hook_started", False):
+            self._hook_started = True
+            hook().reap_collector_start(collector=self, worker_idx=-1)
+        while self._more():
+            if self.update_at_each_batch:
+                self.update_policy_weights_()
+            yield self._finish(self._gather())
+
+    def _gather(self) -> TensorDictBase:
+        for i in range(self.num_workers):
+            self._collect_cmd(i, 0)
+        pending = set(range(self.num_workers))
+        while pending:
+            idx, _, _ = self._wait_batch(pending)
+            pending.discard(idx)
+        parts = [self._slots[i][0] for i in range(self.num_workers)]
+        if self.cat_results == "stack":
+            if len({p.batch_size for p in parts}) > 1:
+                raise ValueError(
+                    f"{type(self).__name__}: the workers' batches have different shapes "
+                    f"{[tuple(p.batch_size) for p in parts]}; cat_results='stack' needs equal ones, "
+                    "use cat_results=-1 to concatenate along time"
+                )
+            batch = torch.stack(parts, 0)
+        else:
+            batch = torch.cat(parts, self.cat_results)
+        self._frames += batch.numel()
+        self._iter += 1
+        return batch
+
+
+class MultiAsyncCollector(_MultiCollector):
+    """Collect with several worker processes; yield each worker's batch as soon as it is done.
+
+    Each worker double-buffers: it owns two shared-memory slots and starts its next rollout
+    while the trainer reads the last one. Batches are ``[*env_batch, T]`` and say who made them
+    in ``("collector", "worker_id")`` and with which weights in ``("collector",
+    "policy_version")``. ``update_at_each_batch=True`` pushes the policy's weights to the worker
+    that delivered each batch before it collects again. Other arguments follow
+    :class:`MultiSyncCollector` (``cat_results`` does not apply).
+
+    Examples:
+        >>> import torch  # doctest: +SKIP
+        >>> from tensordict.nn import TensorDictModule
+        >>> from reap import GymEnv, MultiAsyncCollector
+        >>> def make_env():
+        ...     return GymEnv("CartPole-v1")
+        >>> policy = lambda observation: torch.zeros((), dtype=torch.int64)
+        >>> if __name__ == "__main__":
+        ...     with MultiAsyncCollector([make_env, make_env], policy, frames_per_batch=50,
+        ...                              total_frames=200) as collector:
+        ...         for batch in collector:
+        ...             print(batch.batch_size, batch["collector", "worker_id"][0].item())
+        torch.Size([50]) 0
+        torch.Size([50]) 1
+        torch.Size([50]) 0
+        torch.Size([50]) 1
+    """
+
+    _sync = False
+    _slots_per_worker = 2
+
+    def _after_restart(self, idx: int) -> None:
+        for slot in range(self._slots_per_worker):
+            self._collect_cmd(idx, slot)
+
+    def iterator(self):
+        self._check_open()
+        if not getattr(self, "_hook_started", False):
+            self._hook_started = True
+            hook().reap_collector_start(collector=self, worker_idx=-1)
+        for i in range(self.num_workers):
+            if self._in_flight[i] == 0:  # not started yet: queue a rollout into each slot
+                self._after_restart(i)
+        while self._more():
+            idx, slot, _ = self._wait_batch()
+            batch = self._slots[idx][slot].clone()
+            self._frames += batch.numel()
+            self._iter += 1
+            if self.update_at_each_batch:
+                self.update_policy_weights_(worker_ids=idx)
+            self._collect_cmd(idx, slot)
+            out = self._finish(batch)
+            yield out
+
+
+MultiSyncDataCollector = MultiSyncCollector
+MultiaSyncDataCollector = MultiAsyncCollector
+
+__all__ = [
+    "MultiAsyncCollector",
+    "MultiSyncCollector",
+    "MultiSyncDataCollector",
+    "MultiaSyncDataCollector",
+    "worker_seed",
+]

@@ -1,0 +1,282 @@
+"""``ParallelEnv``: a batched env whose sub-envs step in worker processes.
+
+Each worker builds its env and allocates one step of root and next arrays in shared memory.
+To step, the parent writes every worker's action (and current root) into its shared arrays,
+sends each a one-word command, waits for all of them, and copies the ``next`` rows back into
+the caller's arrays: the sub-envs step concurrently and no observation is pickled. It
+implements reap's array API (``_reset_into``/``_step_into``), so ``Collector`` drives it like
+any batched env: ``Collector(ParallelEnv(4, make_env), policy, ...)`` yields ``[4, T]`` batches
+(``[4, *sub_batch, T]`` for batched sub-envs).
+
+Examples:
+    >>> from reap import GymEnv  # doctest: +SKIP
+    >>> from reap_mp import ParallelEnv
+    >>> def make_env():
+    ...     return GymEnv("CartPole-v1")
+    >>> if __name__ == "__main__":
+    ...     with ParallelEnv(2, make_env) as env:
+    ...         print(env.rollout(5)["next", "observation"].shape)
+    torch.Size([2, 5, 4])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from reap.envs.base import EnvBase
+from reap.specs import Composite
+
+from reap_mp._procs import (
+    Payload,
+    WorkerError,
+    WorkerHandle,
+    get_context,
+    track,
+    untrack,
+    worker_error_message,
+)
+
+
+def env_worker(idx, conn, payload):
+    env = None
+    try:
+        create_env_fn, kwargs, num_threads, shared = payload.obj
+        torch.set_num_threads(num_threads)
+        env = create_env_fn(**kwargs)
+        if not isinstance(env, EnvBase):
+            raise TypeError(f"create_env_fn returned {type(env).__name__}, expected a reap EnvBase")
+        _, _, root_td, next_td = env.allocate(1)
+        if shared:
+            root_td.share_memory_()
+            next_td.share_memory_()
+        root = {k: v.numpy() for k, v in root_td.items()}
+        nxt = {k: v.numpy() for k, v in next_td.items()}
+        meta = {
+            "batch_size": env.batch_size, "observation_spec": env.observation_spec,
+            "action_spec": env.action_spec, "reward_spec": env.reward_spec,
+            "root_specs": env.root_specs(), "next_specs": env.next_specs(),
+            "state_keys": tuple(env.state_keys), "action_key": env.action_key,
+        }
+        conn.send(("ready", meta, root_td if shared else None, next_td if shared else None))
+        action = root[env.action_key]
+        while True:
+            message = conn.recv()
+            command = message[0]
+            if command == "s":
+                if not shared:
+                    for key, value in message[1].items():
+                        root[key][0] = value
+                env._step_into(action[0], 0, root, nxt)
+                conn.send(("k",) if shared else ("k", nxt))
+            elif command == "r":
+                if not shared:
+                    for key, value in message[2].items():
+                        root[key][0] = value
+                env._reset_into(root, 0, message[1])
+                conn.send(("k",) if shared else ("k", root))
+            elif command == "seed":
+                conn.send(("ok", env.set_seed(message[1], static_seed=message[2])))
+            elif command == "close":
+                break
+            else:
+                raise ValueError(f"unknown command {command!r}")
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        pass
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+        try:
+            conn.send(worker_error_message(exc))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001
+                pass
+        conn.close()
+
+
+class ParallelEnv(EnvBase):
+    """Batch ``num_workers`` envs, each stepping in its own process.
+
+    Args:
+        num_workers: number of sub-envs (and processes).
+        create_env_fn: a callable returning a reap env, or a list of ``num_workers`` of them.
+        create_env_kwargs: keyword arguments for the constructors (one dict, or one per worker).
+        shared_memory: step through shared-memory arrays (default); ``False`` sends the arrays
+            over the pipes instead.
+        mp_start_method: ``"spawn"`` (default), ``"forkserver"`` or ``"fork"``.
+        worker_timeout: seconds a sub-env may take to answer before it is declared stuck.
+        num_threads: torch threads in each worker (default 1).
+    """
+
+    def __init__(self, num_workers: int, create_env_fn: Callable | Sequence[Callable], *,
+                 create_env_kwargs=None, shared_memory: bool = True, mp_start_method: str | None = None,
+                 worker_timeout: float = 120.0, num_threads: int = 1):
+        self._handles: list[WorkerHandle] = []
+        self.is_closed = True
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"ParallelEnv: num_workers must be a positive int, got {num_workers!r}")
+        fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * num_workers
+        if len(fns) != num_workers:
+            raise ValueError(
+                f"ParallelEnv: create_env_fn has {len(fns)} callables but num_workers={num_workers}"
+            )
+        for fn in fns:
+            if isinstance(fn, EnvBase) or not callable(fn):
+                raise TypeError(f"ParallelEnv: create_env_fn must be callables returning an env, got {fn!r}")
+        kwargs = (list(create_env_kwargs) if isinstance(create_env_kwargs, (list, tuple))
+                  else [create_env_kwargs or {}] * num_workers)
+        if len(kwargs) != num_workers:
+            raise ValueError(f"ParallelEnv: create_env_kwargs has {len(kwargs)} dicts but num_workers={num_workers}")
+        if not isinstance(worker_timeout, (int, float)) or worker_timeout <= 0:
+            raise ValueError(f"ParallelEnv: worker_timeout must be a positive number, got {worker_timeout!r}")
+        self.shared_memory = bool(shared_memory)
+        self.num_workers = num_workers
+        ctx = get_context(mp_start_method, "ParallelEnv")
+        self.is_closed = False
+        track(self)
+        try:
+            self._handles = [
+                WorkerHandle(ctx, i, env_worker, (Payload((fn, kw, num_threads, self.shared_memory)),),
+                             label="ParallelEnv worker", timeout=worker_timeout)
+                for i, (fn, kw) in enumerate(zip(fns, kwargs))
+            ]
+            ready = [h.recv(timeout=max(worker_timeout, 60.0)) for h in self._handles]
+        except BaseException:
+            self.close()
+            raise
+        meta = ready[0][1]
+        for _, other, _, _ in ready[1:]:
+            if other["batch_size"] != meta["batch_size"] or set(other["root_specs"]) != set(meta["root_specs"]):
+                self.close()
+                raise ValueError("ParallelEnv: every sub-env must have the same batch size and keys")
+        self._w_root = [r[2] for r in ready]
+        self._w_next = [r[3] for r in ready]
+        self._w_root_np = [None if td is None else {k: v.numpy() for k, v in td.items()} for td in self._w_root]
+        self._w_next_np = [None if td is None else {k: v.numpy() for k, v in td.items()} for td in self._w_next]
+        batch = (num_workers, *meta["batch_size"])
+        super().__init__(batch_size=batch)
+        self.action_key = meta["action_key"]
+        self.observation_spec = Composite(
+            {k: v.expand(num_workers) for k, v in meta["observation_spec"].items()}, shape=batch
+        )
+        self.action_spec = meta["action_spec"].expand(num_workers)
+        self.reward_spec = meta["reward_spec"].expand(num_workers)
+        plain_root, plain_next = EnvBase.root_specs(self), EnvBase.next_specs(self)
+        self._extra_root = {k: v for k, v in meta["root_specs"].items() if k not in plain_root}
+        self._extra_next = {k: v for k, v in meta["next_specs"].items() if k not in plain_next}
+        self._state_keys = meta["state_keys"]
+
+    def root_specs(self):
+        specs = super().root_specs()
+        specs.update({k: v.expand(self.num_workers) for k, v in self._extra_root.items()})
+        return specs
+
+    def next_specs(self):
+        specs = super().next_specs()
+        specs.update({k: v.expand(self.num_workers) for k, v in self._extra_next.items()})
+        return specs
+
+    @property
+    def state_keys(self):
+        return self._state_keys
+
+    # ---- array API -------------------------------------------------------------------------
+    def _gather(self, ids) -> list:
+        replies = []
+        for i in ids:
+            try:
+                replies.append(self._handles[i].recv())
+            except WorkerError:
+                self.close()
+                raise
+        return replies
+
+    def _send(self, i, message) -> None:
+        try:
+            self._handles[i].send(message)
+        except WorkerError:
+            self.close()
+            raise
+
+    def _step_into(self, action, t, root, nxt):
+        if self.is_closed:
+            raise RuntimeError("ParallelEnv: the env is closed")
+        n = self.num_workers
+        for i in range(n):
+            if self.shared_memory:
+                w_root = self._w_root_np[i]
+                for key, dest in w_root.items():
+                    dest[0] = root[key][t][i]
+                w_root[self.action_key][0] = action[i]
+                self._send(i, ("s",))
+            else:
+                data = {key: value[t][i] for key, value in root.items()}
+                data[self.action_key] = action[i]
+                self._send(i, ("s", data))
+        replies = self._gather(range(n))
+        for i in range(n):
+            source = self._w_next_np[i] if self.shared_memory else replies[i][1]
+            for key, dest in nxt.items():
+                dest[t][i] = source[key][0]
+
+    def _reset_into(self, root, t, mask):
+        if self.is_closed:
+            raise RuntimeError("ParallelEnv: the env is closed")
+        ids = []
+        for i in range(self.num_workers):
+            if mask is not None and not mask[i].any():
+                continue
+            sub_mask = None if mask is None or mask[i].ndim == 0 else mask[i].copy()
+            if self.shared_memory:
+                for key, dest in self._w_root_np[i].items():
+                    dest[0] = root[key][t][i]
+                self._send(i, ("r", sub_mask))
+            else:
+                self._send(i, ("r", sub_mask, {key: value[t][i] for key, value in root.items()}))
+            ids.append(i)
+        replies = self._gather(ids)
+        for i, reply in zip(ids, replies):
+            source = self._w_root_np[i] if self.shared_memory else reply[1]
+            for key, dest in root.items():
+                if key != self.action_key:
+                    dest[t][i] = source[key][0]
+
+    def set_seed(self, seed=None, static_seed=False):
+        """Seed the sub-envs one after the other (like ``SerialEnv``); returns the next seed."""
+        first = seed
+        for i in range(self.num_workers):
+            self._send(i, ("seed", seed, static_seed))
+            out = self._gather([i])[0][1]
+            seed = out if seed is not None else None
+        if first is None:
+            return None
+        return first if static_seed else first + self.numel
+
+    def close(self) -> None:
+        """Stop the workers; safe to call twice (also at interpreter exit and on collection)."""
+        if getattr(self, "_closed_procs", False):
+            return
+        self._closed_procs = True
+        untrack(self)
+        for handle in self._handles:
+            handle.close()
+        self._w_root = self._w_next = self._w_root_np = self._w_next_np = []
+        self.is_closed = True
+
+    shutdown = close
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [h.pid for h in self._handles if not h.closed]
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter teardown
+            pass
+
+    def __repr__(self) -> str:
+        return f"ParallelEnv(num_workers={self.num_workers}, batch_size={tuple(self.batch_size)})"

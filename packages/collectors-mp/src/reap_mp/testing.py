@@ -1,0 +1,114 @@
+"""Small envs and policies for tests and benchmarks of multi-process collection.
+
+They live in the package (not in a test folder) so that worker processes started with
+``spawn`` or ``forkserver`` can import them by name.
+
+* :class:`CountingEnv`: a deterministic, seedable env on reap's array API. Its observation is
+  ``[steps into the episode, a seeded random number]`` and its reward is the action, so a batch
+  reveals which policy produced it. ``fail_at``, ``die_at`` and ``hang_at`` make it raise,
+  kill its own process, or sleep at a given step (to test fault handling).
+* :class:`BusyEnv`: like CountingEnv, but each step burns ``step_cost`` seconds of CPU.
+* :class:`ConstantPolicy`: outputs its single parameter (the "weight") for every env.
+
+Examples:
+    >>> from reap_mp.testing import ConstantPolicy, CountingEnv
+    >>> env = CountingEnv(batch=3, episode_len=4)
+    >>> rollout = env.rollout(4, ConstantPolicy(2.0).as_module(), break_when_any_done=False)
+    >>> rollout["next", "reward"][0, :, 0].tolist()
+    [2.0, 2.0, 2.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import torch
+from reap.envs.base import EnvBase
+from reap.specs import Composite, Unbounded
+from tensordict.nn import TensorDictModule
+
+
+class CountingEnv(EnvBase):
+    """Deterministic test env; see the module docstring."""
+
+    def __init__(self, batch: int | None = None, *, episode_len: int = 5, fail_at: int | None = None,
+                 die_at: int | None = None, hang_at: int | None = None):
+        shape = () if batch is None else (batch,)
+        super().__init__(batch_size=shape)
+        self.observation_spec = Composite(observation=Unbounded(shape=(*shape, 2)), shape=shape)
+        self.action_spec = Unbounded(shape=(*shape, 1))
+        self.episode_len = episode_len
+        self.fail_at, self.die_at, self.hang_at = fail_at, die_at, hang_at
+        self.steps = 0
+        self._rng = np.random.default_rng(0)
+        self._count = np.zeros(shape, dtype=np.int64)
+
+    def _set_seed(self, seed):
+        self._rng = np.random.default_rng(seed)
+
+    def _reset_into(self, root, t, mask):
+        obs = root["observation"][t]
+        if mask is None or not self.batch_size:
+            self._count[...] = 0
+            obs[..., 0] = 0
+            obs[..., 1] = self._rng.random(self.batch_size)
+        else:
+            self._count[mask] = 0
+            obs[mask, 0] = 0
+            obs[mask, 1] = self._rng.random(int(mask.sum()))
+
+    def _step_into(self, action, t, root, nxt):
+        self.steps += 1
+        if self.fail_at is not None and self.steps == self.fail_at:
+            raise ValueError(f"CountingEnv exploded at step {self.steps}")
+        if self.die_at is not None and self.steps == self.die_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.hang_at is not None and self.steps == self.hang_at:
+            time.sleep(3600)
+        self._count += 1
+        obs = nxt["observation"][t]
+        obs[..., 0] = self._count
+        obs[..., 1] = self._rng.random(self.batch_size)
+        nxt["reward"][t] = action
+        done = (self._count >= self.episode_len)[..., None]
+        nxt["done"][t] = done
+        nxt["terminated"][t] = done
+        nxt["truncated"][t] = False
+
+
+class BusyEnv(CountingEnv):
+    """A CountingEnv whose every step burns ``step_cost`` seconds of this thread's CPU time."""
+
+    def __init__(self, batch: int | None = None, *, step_cost: float = 1e-3, episode_len: int = 200):
+        super().__init__(batch, episode_len=episode_len)
+        self.step_cost = step_cost
+
+    def _step_into(self, action, t, root, nxt):
+        end = time.thread_time() + self.step_cost
+        while time.thread_time() < end:
+            pass
+        super()._step_into(action, t, root, nxt)
+
+
+class ConstantPolicy(torch.nn.Module):
+    """``action = weight`` for every env (a float parameter), whatever the observation."""
+
+    def __init__(self, weight: float = 0.0):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.tensor([float(weight)]))
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        return (observation[..., :1] * 0 + self.weight).detach()
+
+    def as_module(self) -> TensorDictModule:
+        return TensorDictModule(self, in_keys=["observation"], out_keys=["action"])
+
+
+def make_counting_env(**kwargs) -> CountingEnv:
+    return CountingEnv(**kwargs)
+
+
+__all__ = ["BusyEnv", "ConstantPolicy", "CountingEnv", "make_counting_env"]

@@ -1,0 +1,296 @@
+"""Weight-sync schemes and the TorchRL-style weight updaters built on them.
+
+A scheme moves policy weights from the trainer (the parent process) to the collector workers.
+Each worker keeps its own copy of the policy and swaps in new weights only between two
+rollouts, so every batch is produced by exactly one policy version, which the batch records
+under ``("collector", "policy_version")``.
+
+* :class:`SharedMemWeightSyncScheme` (``"shared_mem"``, the default for CPU policies): each
+  worker owns a shared-memory copy of its weights; the parent writes new weights into it and
+  bumps a version counter under a lock; before each rollout the worker compares the counter
+  with the version it runs and, when they differ, copies the shared weights into its policy.
+* :class:`PipeWeightSyncScheme` (``"pipe"``, the default when ``policy_device`` is not the CPU):
+  the weights travel as plain arrays over the worker's pipe and are loaded onto the policy's
+  device before the next rollout.
+
+Both are registered through ``reap_register_weight_sync_schemes``; pass one as
+``weight_sync_schemes={"policy": SharedMemWeightSyncScheme()}`` (or by name, ``{"policy":
+"pipe"}``). :class:`MultiProcessedWeightUpdater` and reap-core's ``VanillaWeightUpdater`` are
+accepted as ``weight_updater=`` and push through the collector's scheme.
+
+Examples:
+    >>> from reap.plugins import get_weight_sync_scheme
+    >>> scheme = get_weight_sync_scheme("shared_mem").cls()
+    >>> scheme.name
+    'shared_mem'
+    >>> type(get_weight_sync_scheme("pipe").cls()).__name__
+    'PipeWeightSyncScheme'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, as_weights, copy_weights
+from tensordict import TensorDict, TensorDictBase
+
+
+def policy_weights(policy) -> TensorDictBase | None:
+    """The parameters and buffers of ``policy`` as a TensorDict sharing their storage, or None."""
+    if isinstance(policy, torch.nn.Module):
+        weights = as_weights(policy)
+        return weights if not weights.is_empty() else None
+    return None
+
+
+class WeightSyncScheme:
+    """Base class: the parent side (``bind``/``push``) and the worker side (``receiver``).
+
+    A scheme instance belongs to one collector. ``worker_state(idx)`` is what the worker process
+    receives when it starts; ``make_receiver(state)`` runs in the worker.
+    """
+
+    name = "base"
+
+    def __init__(self, **options):
+        self.options = options
+        self._buffers: dict[int, TensorDictBase | None] = {}
+
+    # ---- parent side -------------------------------------------------------------------
+    def bind(self, ctx, num_workers: int, send: Callable[[int, tuple], None]) -> None:
+        """Attach to a collector: ``send(idx, message)`` reaches worker ``idx``'s pipe."""
+        self._send = send
+
+    def worker_state(self, idx: int):
+        raise NotImplementedError
+
+    def on_worker_ready(self, idx: int, buffer: TensorDictBase | None) -> None:
+        """Worker ``idx`` (re)started; ``buffer`` is what its receiver's ``attach`` returned."""
+        self._buffers[idx] = buffer
+
+    def has_weights(self, idx: int) -> bool:
+        return self._buffers.get(idx) is not None
+
+    def push(self, weights: TensorDictBase, worker_ids: list[int], version: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._buffers.clear()
+
+    @staticmethod
+    def make_receiver(state) -> WeightReceiver:
+        kind = state[0]
+        if kind == "shared_mem":
+            return SharedMemReceiver(state[1])
+        if kind == "pipe":
+            return WeightReceiver()
+        raise ValueError(f"unknown weight-sync receiver {kind!r}")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class WeightReceiver:
+    """Worker side: holds the policy's weights and the version they are at."""
+
+    def __init__(self):
+        self.local: TensorDictBase | None = None
+        self.version = 0
+
+    def attach(self, policy) -> TensorDictBase | None:
+        self.local = policy_weights(policy)
+        return None
+
+    def poll(self) -> int:
+        """Load pending weights, if any; the version the next rollout runs."""
+        return self.version
+
+    def apply(self, message) -> None:
+        """A ``("weights", arrays, version)`` message from the pipe."""
+        _, arrays, version = message
+        if self.local is not None:
+            copy_weights(self.local, as_weights({k: torch.from_numpy(v) for k, v in arrays.items()}))
+        self.version = version
+
+
+class SharedMemReceiver(WeightReceiver):
+    def __init__(self, counter):
+        super().__init__()
+        self.counter = counter
+        self.shared: TensorDictBase | None = None
+
+    def attach(self, policy) -> TensorDictBase | None:
+        super().attach(policy)
+        if self.local is None:
+            return None
+        self.shared = self.local.clone().share_memory_()
+        return self.shared
+
+    def poll(self) -> int:
+        if self.counter.value != self.version and self.shared is not None:
+            with self.counter.get_lock():
+                copy_weights(self.local, self.shared)
+                self.version = self.counter.value
+        return self.version
+
+
+class SharedMemWeightSyncScheme(WeightSyncScheme):
+    """Weights through per-worker shared-memory buffers, guarded by a version counter.
+
+    Examples:
+        >>> from reap_mp import SharedMemWeightSyncScheme
+        >>> SharedMemWeightSyncScheme().name
+        'shared_mem'
+    """
+
+    name = "shared_mem"
+
+    def bind(self, ctx, num_workers, send):
+        super().bind(ctx, num_workers, send)
+        self._counters = [ctx.Value("q", 0) for _ in range(num_workers)]
+
+    def worker_state(self, idx):
+        return ("shared_mem", self._counters[idx])
+
+    def on_worker_ready(self, idx, buffer):
+        super().on_worker_ready(idx, buffer)
+        with self._counters[idx].get_lock():  # a restarted worker starts from its initial weights
+            self._counters[idx].value = 0
+
+    def push(self, weights, worker_ids, version):
+        for idx in worker_ids:
+            buffer = self._buffers.get(idx)
+            if buffer is None:
+                continue
+            counter = self._counters[idx]
+            with counter.get_lock():
+                copy_weights(buffer, weights)
+                counter.value = version
+
+    def close(self):
+        super().close()
+        self._counters = []
+
+
+class PipeWeightSyncScheme(WeightSyncScheme):
+    """Weights as plain arrays over each worker's pipe (for policies on another device).
+
+    Examples:
+        >>> from reap_mp import PipeWeightSyncScheme
+        >>> PipeWeightSyncScheme().name
+        'pipe'
+    """
+
+    name = "pipe"
+
+    def worker_state(self, idx):
+        return ("pipe",)
+
+    def on_worker_ready(self, idx, buffer):
+        self._buffers[idx] = TensorDict() if buffer is None else buffer
+
+    def has_weights(self, idx):
+        return True
+
+    def push(self, weights, worker_ids, version):
+        flat = weights.flatten_keys(".")
+        arrays = {k: v.detach().cpu().numpy() for k, v in flat.items()}
+        for idx in worker_ids:
+            self._send(idx, ("weights", arrays, version))
+
+
+def resolve_scheme(value, owner: str) -> WeightSyncScheme:
+    """A scheme instance from an instance, a registered name, or TorchRL's ``{"policy": ...}``."""
+    from reap.plugins import get_weight_sync_scheme
+
+    if isinstance(value, dict):
+        unknown = set(value) - {"policy"}
+        if unknown:
+            raise ValueError(
+                f"{owner}: weight_sync_schemes has models {sorted(unknown)}; only 'policy' is "
+                "synchronised by the multi-process collectors"
+            )
+        value = value.get("policy")
+    if isinstance(value, str):
+        value = get_weight_sync_scheme(value).cls()
+    if not isinstance(value, WeightSyncScheme):
+        raise TypeError(
+            f"{owner}: weight_sync_schemes must map 'policy' to a scheme (SharedMemWeightSyncScheme(), "
+            f"PipeWeightSyncScheme()) or its name ('shared_mem', 'pipe'), got {value!r}"
+        )
+    return value
+
+
+class MultiProcessedWeightUpdater(WeightUpdaterBase):
+    """TorchRL's updater for multi-process collectors, pushing through the collector's scheme.
+
+    Args:
+        get_server_weights: returns the weights to push when ``push_weights()`` gets none; without
+            it the collector's own ``policy`` (the trainer's module) is the source.
+        policy_weights: optional ``{key: TensorDict}`` of extra local copies (TorchRL's
+            per-device weights) that are updated in place on every push too.
+
+    Examples:
+        >>> from reap_mp import MultiProcessedWeightUpdater
+        >>> updater = MultiProcessedWeightUpdater(get_server_weights=None, policy_weights={})
+        >>> updater.all_worker_ids() is None
+        True
+    """
+
+    def __init__(self, *, get_server_weights: Callable | None = None, policy_weights: dict | None = None):
+        self.weights_getter = get_server_weights
+        self._policy_weights = dict(policy_weights or {})
+
+    def all_worker_ids(self):
+        collector = self.collector
+        return None if collector is None else list(range(collector.num_workers))
+
+    def push_weights(self, weights=None, worker_ids=None) -> None:
+        if weights is None and self.weights_getter is not None:
+            weights = self.weights_getter()
+        if self.collector is None:
+            raise RuntimeError("MultiProcessedWeightUpdater: not registered with a collector yet")
+        pushed = self.collector._push_weights(weights, worker_ids)
+        for local in self._policy_weights.values():
+            copy_weights(local, pushed)
+
+
+class _VanillaAdapter(MultiProcessedWeightUpdater):
+    """Lets reap-core's ``VanillaWeightUpdater`` drive a multi-process collector."""
+
+    def __init__(self, vanilla: VanillaWeightUpdater):
+        super().__init__(get_server_weights=vanilla.weight_getter)
+        self.vanilla = vanilla
+
+    def push_weights(self, weights=None, worker_ids=None) -> None:
+        if weights is None and self.weights_getter is None and self.vanilla.policy_weights is not None:
+            weights = self.vanilla.policy_weights
+        super().push_weights(weights, worker_ids)
+
+
+def adapt_updater(updater, owner: str) -> WeightUpdaterBase:
+    """The updater a multi-process collector uses for ``weight_updater=`` (None, class or instance)."""
+    if updater is None:
+        return MultiProcessedWeightUpdater()
+    if isinstance(updater, type):
+        if issubclass(updater, VanillaWeightUpdater):
+            return _VanillaAdapter(updater())
+        updater = updater()
+    elif callable(updater) and not isinstance(updater, WeightUpdaterBase):
+        updater = updater()
+    if isinstance(updater, VanillaWeightUpdater):
+        return _VanillaAdapter(updater)
+    if not isinstance(updater, WeightUpdaterBase):
+        raise TypeError(f"{owner}: weight_updater must be a WeightUpdaterBase, got {updater!r}")
+    return updater
+
+
+__all__ = [
+    "MultiProcessedWeightUpdater",
+    "PipeWeightSyncScheme",
+    "SharedMemWeightSyncScheme",
+    "WeightSyncScheme",
+    "adapt_updater",
+    "resolve_scheme",
+]
