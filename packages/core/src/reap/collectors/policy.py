@@ -134,36 +134,63 @@ class PolicyRunner:
         return tensor if self.device is None else tensor.to(self.device, non_blocking=True)
 
     def bind(self, root: dict, root_torch: dict, out_keys: list) -> None:
-        """Point the runner at the arrays of one batch layout."""
+        """Point the runner at the arrays of one batch layout and pick the step function.
+
+        Tensor views of every input at every step are built here, once, because indexing a
+        tensor costs about as much as a cheap env step.
+        """
         self._writes = [(root[k], k) for k in out_keys]
-        self._inputs = [root_torch[k] for k in self.in_keys]
         self._action = root[self.action_key]
+        rows = range(len(self._action))
+        inputs = [root_torch[k] for k in self.in_keys]
+        self._views = [tuple(x[t] for x in inputs) for t in rows]
         if self.mode == "carrier":
             self._carrier = TensorDict(batch_size=self.env.batch_size, device=self.device)
-            self._carrier_keys = list(self.in_keys)
-            self._out_keys = out_keys
+            self._step = self._carrier_step
+        elif self.mode == "random":
+            self._step = self.random_action
+        else:
+            fn = self.fn
+            if isinstance(fn, torch.nn.Module) and not _has_hooks(fn):
+                fn = fn.forward  # same result, without nn.Module's hook dispatch
+            self._fn_fast = fn
+            single = len(self.in_keys) == 1 and len(out_keys) == 1 and self.device is None
+            self._step = self._single_step if single else self._module_step
+            if single:
+                self._single_views = [v[0] for v in self._views]
 
     def __call__(self, t: int) -> None:
-        if self.mode == "module":
-            result = self.fn(*[self._to_device(x[t]) for x in self._inputs])
-            if type(result) is tuple:
-                for (array, _), value in zip(self._writes, result):
-                    array[t] = value.numpy(force=True)
-            else:
-                self._action[t] = result.numpy(force=True)
-        elif self.mode == "carrier":
-            carrier = self._carrier
-            for key, x in zip(self._carrier_keys, self._inputs):
-                carrier.set(key, self._to_device(x[t]))
-            out = self.fn(carrier)
-            for array, key in self._writes:
-                array[t] = out.get(key).numpy(force=True)
-        else:
-            self._action[t] = self.env.action_spec.rand(generator=self.generator).numpy()
+        self._step(t)
+
+    def _single_step(self, t: int) -> None:
+        self._action[t] = self._fn_fast(self._single_views[t]).numpy()
+
+    def _module_step(self, t: int) -> None:
+        result = self._fn_fast(*[self._to_device(x) for x in self._views[t]])
+        if type(result) is not tuple:
+            result = (result,)
+        for (array, _), value in zip(self._writes, result):
+            array[t] = value.numpy(force=True)
+
+    def _carrier_step(self, t: int) -> None:
+        carrier = self._carrier
+        for key, x in zip(self.in_keys, self._views[t]):
+            carrier.set(key, self._to_device(x))
+        out = self.fn(carrier)
+        for array, key in self._writes:
+            array[t] = out.get(key).numpy(force=True)
 
     def random_action(self, t: int) -> None:
         """Write a random action at ``t`` (used for ``init_random_frames``)."""
         self._action[t] = self.env.action_spec.rand(generator=self.generator).numpy()
+
+
+def _has_hooks(module: torch.nn.Module) -> bool:
+    from torch.nn.modules import module as nn_module
+
+    global_hooks = (nn_module._global_forward_hooks, nn_module._global_forward_pre_hooks)
+    own = (module._forward_hooks, module._forward_pre_hooks)
+    return any(len(h) for h in (*global_hooks, *own))
 
 
 def check_action(action: torch.Tensor, env: EnvBase) -> None:
