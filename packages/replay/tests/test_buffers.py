@@ -4,8 +4,6 @@ import io
 
 import pytest
 import torch
-from tensordict import TensorDict
-
 from reap_replay import (
     LazyMemmapStorage,
     LazyTensorStorage,
@@ -18,6 +16,7 @@ from reap_replay import (
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
 )
+from tensordict import TensorDict
 
 
 def transitions(n, start=0):

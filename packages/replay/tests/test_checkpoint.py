@@ -4,12 +4,9 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 import torch
-from tensordict import TensorDict
-
 from reap_replay import (
     CheckpointError,
     LazyMemmapStorage,
@@ -22,6 +19,7 @@ from reap_replay import (
     TensorDictReplayBuffer,
 )
 from reap_replay import checkpoint as ckpt
+from tensordict import TensorDict
 
 
 def data(n, start=0):
@@ -148,30 +146,6 @@ def test_crash_after_meta_replaced_gives_the_new_checkpoint(tmp_path, monkeypatc
     assert len(other) == 8
 
 
-def test_killed_process_mid_dump_leaves_a_loadable_checkpoint(tmp_path):
-    """A real process killed (os._exit) in the middle of dumps: the old checkpoint loads."""
-    path = tmp_path / "ckpt"
-    script = textwrap.dedent(
-        f"""
-        import os, torch
-        from tensordict import TensorDict
-        from reap_replay import LazyTensorStorage, TensorDictReplayBuffer
-        from reap_replay import checkpoint as ckpt
-        rb = TensorDictReplayBuffer(storage=LazyTensorStorage(16))
-        rb.extend(TensorDict({{"x": torch.arange(4.0)}}, [4]))
-        rb.dumps({str(path)!r})
-        rb.extend(TensorDict({{"x": torch.arange(4.0, 9.0)}}, [5]))
-        ckpt._hook = lambda name: os._exit(3) if name == "data_renamed" else None
-        rb.dumps({str(path)!r})
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 3, proc.stderr
-    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(16))
-    rb.loads(path)
-    assert rb[: len(rb)]["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
-
-
 def test_missing_torn_and_foreign_directories(tmp_path):
     rb = prioritized(LazyTensorStorage(32))
     with pytest.raises(CheckpointError, match="does not exist"):
@@ -224,40 +198,60 @@ def test_nothing_is_unpickled(tmp_path, monkeypatch):
     assert len(other) == 6
 
 
-def test_memmap_reopened_by_a_new_process_after_a_crash(tmp_path):
-    """A writer process dies without cleanup; a new process sees every completed write."""
-    script = textwrap.dedent(
-        f"""
-        import os, torch
-        from tensordict import TensorDict
-        from reap_replay import LazyMemmapStorage, TensorDictReplayBuffer
-        rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(50, scratch_dir={str(tmp_path)!r}))
-        for i in range(7):
-            ids = torch.arange(i * 10, i * 10 + 10, dtype=torch.float32)
-            rb.extend(TensorDict({{"obs": ids[:, None].expand(10, 3).clone(),
-                                   "next": {{"r": ids.clone()}}}}, [10]))
-        os._exit(9)  # crash: no flush, no cleanup
-        """
+CRASHING_WRITER = """
+import os, sys, torch
+from tensordict import TensorDict
+from reap_replay import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
+from reap_replay import checkpoint as ckpt
+scratch, ckpt_dir = sys.argv[1], sys.argv[2]
+# 1. a memmap buffer written in 7 extends (wrapping around a 50-row ring)
+rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(50, scratch_dir=scratch))
+for i in range(7):
+    ids = torch.arange(i * 10, i * 10 + 10, dtype=torch.float32)
+    rb.extend(TensorDict({"obs": ids[:, None].expand(10, 3).clone(), "next": {"r": ids.clone()}}, [10]))
+# 2. a checkpoint, then a second dumps killed in the middle
+small = TensorDictReplayBuffer(storage=LazyTensorStorage(16))
+small.extend(TensorDict({"x": torch.arange(4.0)}, [4]))
+small.dumps(ckpt_dir)
+small.extend(TensorDict({"x": torch.arange(4.0, 9.0)}, [5]))
+ckpt._hook = lambda name: os._exit(9) if name == "data_renamed" else None
+small.dumps(ckpt_dir)
+"""
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    """One process that writes a memmap buffer, then dies (os._exit) in the middle of dumps."""
+    root = tmp_path_factory.mktemp("crash")
+    scratch, ckpt_dir = root / "scratch", root / "ckpt"
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(scratch), str(ckpt_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 9, proc.stderr
-    check = textwrap.dedent(
-        f"""
-        import torch
-        from reap_replay import LazyMemmapStorage, TensorDictReplayBuffer
-        storage = LazyMemmapStorage.open({str(tmp_path)!r})
-        rb = TensorDictReplayBuffer(storage=storage, batch_size=4)
-        assert len(rb) == 50, len(rb)
-        ids = rb[:]["next", "r"]
-        expected = torch.cat([torch.arange(50, 70), torch.arange(20, 50)]).float()
-        assert torch.equal(ids, expected), ids
-        assert torch.equal(rb[:]["obs"][:, 2], expected)
-        assert rb.writer._cursor == 20 and rb.writer._write_count == 70
-        print("ok")
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr
+    return scratch, ckpt_dir
+
+
+def test_killed_process_mid_dump_leaves_a_loadable_checkpoint(crashed):
+    _, ckpt_dir = crashed
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(16))
+    rb.loads(ckpt_dir)
+    assert rb[: len(rb)]["x"].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_memmap_reopened_by_a_new_process_after_a_crash(crashed):
+    """The writer process died without flush or cleanup; this process sees every write."""
+    scratch, _ = crashed
+    storage = LazyMemmapStorage.open(scratch)
+    rb = TensorDictReplayBuffer(storage=storage, batch_size=4)
+    assert len(rb) == 50
+    expected = torch.cat([torch.arange(50, 70), torch.arange(20, 50)]).float()
+    assert torch.equal(rb[:]["next", "r"], expected)
+    assert torch.equal(rb[:]["obs"][:, 2], expected)
+    assert rb.writer._cursor == 20 and rb.writer._write_count == 70
+    assert rb.sample()["obs"].shape == (4, 3)
 
 
 def test_memmap_scratch_dir_guard_and_open_errors(tmp_path):

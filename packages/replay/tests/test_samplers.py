@@ -4,8 +4,6 @@ import warnings
 
 import pytest
 import torch
-from tensordict import TensorDict
-
 from reap_replay import (
     LazyTensorStorage,
     PrioritizedSampler,
@@ -14,6 +12,7 @@ from reap_replay import (
     SliceSampler,
 )
 from reap_replay import samplers as samplers_module
+from tensordict import TensorDict
 
 
 def filled(n, capacity=None, data=None):

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from reap_replay import PriorityTree
 
 
