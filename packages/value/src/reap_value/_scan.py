@@ -59,7 +59,9 @@ def reverse_scan_(a: torch.Tensor, b: torch.Tensor, *, dim: int) -> torch.Tensor
     stride = 1
     while stride < length:
         n = length - stride
-        carried = a.narrow(dim, 0, n) * x.narrow(dim, stride, n)
+        # ``a`` holds exactly the ``n`` coefficients this step reads, except at the first step.
+        head = a if a.shape[dim] == n else a.narrow(dim, 0, n)
+        carried = head * x.narrow(dim, stride, n)
         # The next step reads the first ``length - 2 * stride`` products of coefficients.
         following = length - 2 * stride
         if following > 0:
