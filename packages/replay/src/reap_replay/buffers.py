@@ -592,7 +592,10 @@ class TensorDictReplayBuffer(ReplayBuffer):
                     value = value.reshape(*value.shape, *([1] * (ndim - value.ndim))).expand(
                         *value.shape, *data.batch_size[value.ndim :]
                     )
-                data.set(key, value)
+                if isinstance(key, str) and value.shape[:ndim] == data.batch_size:
+                    data._set_str(key, value, validated=True, inplace=False)  # checked above
+                else:
+                    data.set(key, value)
         return data
 
     def _reduce_priority(self, data, n):

@@ -390,7 +390,7 @@ class PrioritizedSampler(Sampler):
             uniform = uniform.to(tree.device)
         index = tree.sample(uniform)
         p = tree.leaves().index_select(0, index)
-        weight = (p / tree.min()).pow_(-self._beta)
+        weight = (p / tree.min()).pow_(-self._beta).to(self.dtype)
         return index, {"priority_weight": weight}
 
     # ---------------------------------------------------------------- writes
@@ -425,17 +425,17 @@ class PrioritizedSampler(Sampler):
             priority = priority.reshape(-1)
         if index.numel() == 0:
             return
-        if bool((index < 0).any()):  # e.g. items a max-value writer did not store
-            keep = index >= 0
+        if bool(((index < 0) | (index >= self._max_capacity)).any()):
+            if bool((index >= self._max_capacity).any()):
+                raise IndexError(
+                    f"priority index out of range: max_capacity={self._max_capacity}, "
+                    f"got index {int(index.max())}"
+                )
+            keep = index >= 0  # e.g. items a max-value writer did not store
             index, priority = index[keep], priority[keep]
             if index.numel() == 0:
                 return
-        if bool((index >= self._max_capacity).any()):
-            raise IndexError(
-                f"priority index out of range: max_capacity={self._max_capacity}, "
-                f"got index {int(index.max())}"
-            )
-        raw = priority.abs().to(self.dtype)
+        raw = priority.abs().to(torch.float64)
         top = raw.max()
         self._max_priority = top if self._max_priority is None else torch.maximum(self._max_priority, top)
         self._tree.update(index, (raw + self._eps).pow_(self._alpha))
@@ -459,7 +459,7 @@ class PrioritizedSampler(Sampler):
         self._beta = float(state_dict["_beta"])
         self._eps = float(state_dict["_eps"])
         mp = state_dict.get("_max_priority")
-        self._max_priority = None if mp is None else torch.tensor(float(mp), device=self.device, dtype=self.dtype)
+        self._max_priority = None if mp is None else torch.tensor(float(mp), device=self.device, dtype=torch.float64)
         self._tree.load_leaves(state_dict["_leaves"])
 
     def __repr__(self) -> str:

@@ -5,6 +5,8 @@ tree: every operation is a handful of vectorised torch ops whatever the batch, a
 Python loop over items or over the ``log2(capacity)`` levels of a binary tree.
 
 * leaves: one value per slot, ``capacity`` rounded up to a power of two;
+* values, sums and mins are kept in float64 whatever ``dtype`` (prefix sums over a million
+  float32 priorities would otherwise be off by several ulps of a single priority);
 * blocks: the sum and the min of each run of ``block_size`` leaves (a power of two);
 * root: the sum and the min of the blocks, reduced on demand.
 
@@ -47,7 +49,8 @@ class PriorityTree:
 
     Keyword Args:
         device (torch.device or str): where the tree lives. Defaults to ``"cpu"``.
-        dtype (torch.dtype): float dtype of the values. Defaults to ``torch.float32``.
+        dtype (torch.dtype): float dtype of the values read back (``tree[index]``); the tree
+            itself computes in float64. Defaults to ``torch.float32``.
         block_size (int, optional): leaves per block, a power of two. Defaults to a size
             chosen from the capacity.
 
@@ -84,12 +87,12 @@ class PriorityTree:
 
     def reset(self) -> None:
         """Sets every slot back to unwritten."""
-        kw = {"device": self.device, "dtype": self.dtype}
-        self._sum_leaves = torch.zeros(self.size, **kw)
-        self._min_leaves = torch.full((self.size,), float("inf"), **kw)
-        self._sum_blocks = torch.zeros(self.num_blocks, **kw)
-        self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw)
-        self._inf = torch.tensor(float("inf"), **kw)
+        kw64 = {"device": self.device, "dtype": torch.float64}
+        self._sum_leaves = torch.zeros(self.size, **kw64)
+        self._min_leaves = torch.full((self.size,), float("inf"), **kw64)
+        self._sum_blocks = torch.zeros(self.num_blocks, **kw64)
+        self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw64)
+        self._inf = torch.tensor(float("inf"), **kw64)
 
     # ---------------------------------------------------------------- writes
     def _dedup_last(self, index: torch.Tensor, value: torch.Tensor):
@@ -105,7 +108,7 @@ class PriorityTree:
     def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
         """Writes ``value`` at ``index`` (1-D tensors, or a scalar value to broadcast)."""
         index = torch.as_tensor(index, device=self.device, dtype=torch.long).reshape(-1)
-        value = torch.as_tensor(value, device=self.device, dtype=self.dtype).reshape(-1)
+        value = torch.as_tensor(value, device=self.device, dtype=torch.float64).reshape(-1)
         if value.numel() == 1 and index.numel() != 1:
             value = value.expand(index.numel())
         elif value.numel() != index.numel():
@@ -130,7 +133,7 @@ class PriorityTree:
 
     def load_leaves(self, values: torch.Tensor) -> None:
         """Replaces every leaf at once and rebuilds the blocks."""
-        values = torch.as_tensor(values, device=self.device, dtype=self.dtype).reshape(-1)
+        values = torch.as_tensor(values, device=self.device, dtype=torch.float64).reshape(-1)
         if values.numel() != self.size:
             raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
         self._sum_leaves.copy_(values)
@@ -141,14 +144,14 @@ class PriorityTree:
     # ----------------------------------------------------------------- reads
     def __getitem__(self, index) -> torch.Tensor:
         index = torch.as_tensor(index, device=self.device, dtype=torch.long)
-        return self._sum_leaves[index]
+        return self._sum_leaves[index].to(self.dtype)
 
     def leaves(self) -> torch.Tensor:
-        """The leaf values (a view; unwritten slots hold 0)."""
+        """The leaf values in float64 (a view; unwritten slots hold 0)."""
         return self._sum_leaves
 
     def total(self) -> torch.Tensor:
-        """Sum of every value (a 0-d tensor, no host sync)."""
+        """Sum of every value (a float64 0-d tensor, no host sync)."""
         return self._sum_blocks.sum()
 
     def min(self) -> torch.Tensor:
@@ -160,13 +163,13 @@ class PriorityTree:
 
         ``mass`` should lie in ``[0, total())``. The slot found always holds a positive value.
         """
-        mass = torch.as_tensor(mass, device=self.device, dtype=self.dtype).reshape(-1)
+        mass = torch.as_tensor(mass, device=self.device, dtype=torch.float64).reshape(-1)
         return self._descend(self._sum_blocks.cumsum(0), mass)
 
     def sample(self, uniform: torch.Tensor) -> torch.Tensor:
         """Slots drawn with probability ``v[i] / total()``, from ``uniform`` draws in ``[0, 1)``."""
         block_cs = self._sum_blocks.cumsum(0)
-        mass = uniform.to(device=self.device, dtype=self.dtype).reshape(-1) * block_cs[-1]
+        mass = uniform.to(device=self.device, dtype=torch.float64).reshape(-1) * block_cs[-1]
         return self._descend(block_cs, mass)
 
     def _descend(self, block_cs: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
@@ -175,19 +178,30 @@ class PriorityTree:
         block = torch.searchsorted(block_cs, mass, right=True).clamp_max_(self.num_blocks - 1)
         before = block_cs.index_select(0, block) - self._sum_blocks.index_select(0, block)
         # level 2: which leaf inside the block
-        row_cs = self._sum_leaves.view(-1, bs).index_select(0, block).cumsum_(1)
+        rows = self._sum_leaves.view(-1, bs).index_select(0, block)
+        row_cs = rows.cumsum(1)
         inner = torch.searchsorted(row_cs, (mass - before).unsqueeze(1), right=True).squeeze(1)
-        index = (block << self._shift) + inner.clamp_max_(bs - 1)
+        inner.clamp_max_(bs - 1)
         # Rounding can put a mass right at the end of the filled range onto an empty slot: step
-        # back to the nearest positive slot before it (rare, so computed only when needed).
-        empty = self._sum_leaves.index_select(0, index) <= 0
+        # back to the last positive slot of its block (rare: computed only when needed).
+        empty = rows.gather(1, inner.unsqueeze(1)).squeeze(1) <= 0
         if bool(empty.any()):
-            positive = torch.nonzero(self._sum_leaves > 0).squeeze(1)
-            if positive.numel() == 0:
-                raise RuntimeError("cannot sample from a tree whose values are all zero")
-            nearest = (torch.searchsorted(positive, index, right=True) - 1).clamp_min_(0)
-            index = torch.where(empty, positive.index_select(0, nearest), index)
+            positive = rows > 0
+            last = bs - 1 - positive.flip(1).to(torch.int8).argmax(1)
+            inner = torch.where(empty & positive.any(1), last, inner)
+        index = (block << self._shift) + inner
+        if bool(empty.any()) and bool((self._sum_leaves.index_select(0, index) <= 0).any()):
+            index = self._nearest_positive(index)
         return index
+
+    def _nearest_positive(self, index: torch.Tensor) -> torch.Tensor:
+        """Moves indices of empty slots to the nearest positive slot before them (slow path)."""
+        positive = torch.nonzero(self._sum_leaves > 0).squeeze(1)
+        if positive.numel() == 0:
+            raise RuntimeError("cannot sample from a tree whose values are all zero")
+        empty = self._sum_leaves.index_select(0, index) <= 0
+        nearest = (torch.searchsorted(positive, index, right=True) - 1).clamp_min_(0)
+        return torch.where(empty, positive.index_select(0, nearest), index)
 
     def __repr__(self) -> str:
         return (
