@@ -73,21 +73,41 @@ def get_context(method: str | None, owner: str):
 
 
 class Payload:
-    """Wraps an object so that it reaches a spawned child even if plain pickle refuses it."""
+    """Wraps an object so that it reaches a spawned child even if plain pickle refuses it.
+
+    The child unpickles it on first access of ``obj`` (inside the worker's error handling), so
+    a constructor the child cannot import is reported to the parent like any worker error.
+    """
 
     def __init__(self, obj):
-        self.obj = obj
+        self._obj = obj
+        self._raw = None
 
     def __getstate__(self):
         try:
-            return {"raw": pickle.dumps(self.obj), "cloud": False}
+            return {"raw": pickle.dumps(self._obj), "cloud": False}
         except Exception:
             if cloudpickle is None:
                 raise
-            return {"raw": cloudpickle.dumps(self.obj), "cloud": True}
+            return {"raw": cloudpickle.dumps(self._obj), "cloud": True}
 
     def __setstate__(self, state):
-        self.obj = pickle.loads(state["raw"])
+        self._raw = state["raw"]
+        self._obj = None
+
+    @property
+    def obj(self):
+        if self._raw is not None:
+            try:
+                self._obj = pickle.loads(self._raw)
+            except (ImportError, AttributeError) as exc:
+                raise RuntimeError(
+                    f"the worker could not rebuild the env constructor or policy it was given: {exc}. "
+                    "Objects sent to workers must be importable there: define them in an importable "
+                    "module (or in the main script) rather than in a test file or a local scope"
+                ) from exc
+            self._raw = None
+        return self._obj
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -121,6 +141,8 @@ class WorkerHandle:
         return self.process.pid
 
     def send(self, msg) -> None:
+        if self.closed:
+            raise WorkerError(f"{self.label} {self.idx} was shut down", worker_idx=self.idx)
         try:
             self.conn.send(msg)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as exc:

@@ -203,7 +203,8 @@ class _MultiCollector(BaseCollector):
             requested = list(frames_per_batch)
         else:
             _check_int(frames_per_batch, "frames_per_batch", owner, minimum=1, allow_none=False)
-            requested = [-(-frames_per_batch // n)] * n
+            # sync: the total of one batch, split across workers; async: each worker's batch
+            requested = [-(-frames_per_batch // n) if self._sync else frames_per_batch] * n
         self.requested_frames_per_batch = frames_per_batch
         if total_frames is None:
             total_frames = -1
@@ -334,22 +335,38 @@ class _MultiCollector(BaseCollector):
         return [h.pid for h in self._handles if not h.closed]
 
     def _fail(self, idx: int, error: WorkerError) -> None:
-        """Handle a failed worker: restart it, or shut everything down and raise."""
-        if self.on_worker_failure == "restart" and self.worker_restarts[idx] < self.max_restarts and not self._closed:
-            self._restart(idx)
-            return
-        if self.on_worker_failure == "restart":
-            error = WorkerError(f"{error}\n(gave up after {self.max_restarts} restarts of this worker)",
-                                worker_idx=idx, exitcode=error.exitcode,
-                                remote_traceback=error.remote_traceback)
+        """Handle a failed worker: restart it (re-queueing its rollouts), or shut down and raise."""
+        while True:
+            if self.on_worker_failure != "restart" or self._closed:
+                break
+            if self.worker_restarts[idx] >= self.max_restarts:
+                error = WorkerError(f"{error}\n(gave up after {self.max_restarts} restarts of this worker)",
+                                    worker_idx=idx, exitcode=error.exitcode,
+                                    remote_traceback=error.remote_traceback)
+                break
+            requeue = self._requeue_count(idx)
+            try:
+                self._restart(idx)
+                for _ in range(requeue):
+                    self._collect_cmd(idx, self._free_slot(idx))
+                return
+            except WorkerError as exc:  # failed again while starting or receiving its work
+                error = exc
         self.shutdown()
         raise error
+
+    def _requeue_count(self, idx: int) -> int:
+        raise NotImplementedError
+
+    def _free_slot(self, idx: int) -> int:
+        return 0
 
     def _restart(self, idx: int) -> None:
         self._handles[idx].close(grace=0.5)
         self.restarts += 1
         self.worker_restarts[idx] += 1
         self._stash = deque(item for item in self._stash if item[0] != idx)
+        self._in_flight[idx] = 0
         if self._seed is not None:
             self._specs[idx]["seed"] = (worker_seed(self._seed[0], idx, self.worker_restarts[idx]), self._seed[1])
         self._handles[idx] = self._spawn(idx)
@@ -373,7 +390,10 @@ class _MultiCollector(BaseCollector):
 
     def _collect_cmd(self, idx: int, slot: int) -> None:
         self._in_flight[idx] += 1
-        self._send(idx, ("collect", slot))
+        try:
+            self._send(idx, ("collect", slot))
+        except WorkerError as exc:  # it died since its last message
+            self._fail(idx, exc)
 
     def _wait_batch(self, pending: set[int] | None = None) -> tuple[int, int, int]:
         """The next finished ``(worker, slot, version)``, among ``pending`` workers if given."""
@@ -393,7 +413,6 @@ class _MultiCollector(BaseCollector):
                     f"collector worker {idx} delivered no batch within worker_timeout="
                     f"{self.worker_timeout:g} s; it may be stuck in its env or policy",
                     worker_idx=idx))
-                self._after_restart(idx)
                 deadline = time.monotonic() + self.worker_timeout
                 continue
             for handle in wait_any(watch, left):
@@ -401,14 +420,10 @@ class _MultiCollector(BaseCollector):
                     reply = handle.recv(timeout=self.worker_timeout)
                 except WorkerError as exc:
                     self._fail(handle.idx, exc)
-                    self._after_restart(handle.idx)
                     deadline = time.monotonic() + self.worker_timeout
                     continue
                 if reply[0] == "batch":
                     self._on_batch(handle.idx, reply)
-
-    def _after_restart(self, idx: int) -> None:
-        raise NotImplementedError
 
     # ---- output ----------------------------------------------------------------------------
     def _finish(self, batch: TensorDictBase) -> TensorDictBase | None:
@@ -595,8 +610,8 @@ class MultiSyncCollector(_MultiCollector):
 
     _sync = True
 
-    def _after_restart(self, idx: int) -> None:
-        self._collect_cmd(idx, 0)  # the restarted worker redoes its share of this batch
+    def _requeue_count(self, idx: int) -> int:
+        return 1 if self._in_flight[idx] else 0  # it redoes its share of the batch being gathered
 
     def iterator(self):
         self._check_open()
@@ -604,6 +619,7 @@ class MultiSyncCollector(_MultiCollector):
             self._hook_started = True
             hook().reap_collector_start(collector=self, worker_idx=-1)
         while self._more():
+            self._check_open()
             if self.update_at_each_batch:
                 self.update_policy_weights_()
             yield self._finish(self._gather())
@@ -662,19 +678,26 @@ class MultiAsyncCollector(_MultiCollector):
     _sync = False
     _slots_per_worker = 2
 
-    def _after_restart(self, idx: int) -> None:
-        for slot in range(self._slots_per_worker):
-            self._collect_cmd(idx, slot)
+    _started = False
+
+    def _requeue_count(self, idx: int) -> int:
+        return self._slots_per_worker if self._started else 0
+
+    def _free_slot(self, idx: int) -> int:
+        return self._in_flight[idx]  # slots 0, 1 in order after a restart
 
     def iterator(self):
         self._check_open()
         if not getattr(self, "_hook_started", False):
             self._hook_started = True
             hook().reap_collector_start(collector=self, worker_idx=-1)
-        for i in range(self.num_workers):
-            if self._in_flight[i] == 0:  # not started yet: queue a rollout into each slot
-                self._after_restart(i)
+        if not self._started:  # queue a rollout into each slot of every worker
+            self._started = True
+            for i in range(self.num_workers):
+                for slot in range(self._slots_per_worker):
+                    self._collect_cmd(i, slot)
         while self._more():
+            self._check_open()
             idx, slot, _ = self._wait_batch()
             batch = self._slots[idx][slot].clone()
             self._frames += batch.numel()

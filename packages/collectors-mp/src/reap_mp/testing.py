@@ -20,6 +20,8 @@ Examples:
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
 import signal
 import time
@@ -107,8 +109,44 @@ class ConstantPolicy(torch.nn.Module):
         return TensorDictModule(self, in_keys=["observation"], out_keys=["action"])
 
 
-def make_counting_env(**kwargs) -> CountingEnv:
-    return CountingEnv(**kwargs)
 
 
-__all__ = ["BusyEnv", "ConstantPolicy", "CountingEnv", "make_counting_env"]
+
+
+class RaisingPolicy:
+    """A policy that raises ``KeyError(message)`` when called."""
+
+    def __init__(self, message: str = "policy blew up"):
+        self.message = message
+
+    def __call__(self, observation):
+        raise KeyError(self.message)
+
+
+def env_fn(**kwargs):
+    """A picklable constructor of ``CountingEnv(**kwargs)``."""
+    return functools.partial(CountingEnv, **kwargs)
+
+
+def constant_policy(weight: float = 0.0) -> TensorDictModule:
+    return ConstantPolicy(weight).as_module()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def shm_segments() -> set[str]:
+    """Names in ``/dev/shm`` after a garbage collection."""
+    gc.collect()
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+__all__ = ["BusyEnv", "ConstantPolicy", "CountingEnv", "RaisingPolicy", "constant_policy", "env_fn", "pid_alive", "shm_segments"]

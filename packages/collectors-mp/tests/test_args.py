@@ -1,0 +1,52 @@
+import pytest
+
+from reap_mp.testing import constant_policy as policy
+from reap_mp.testing import env_fn
+from reap_mp import MultiAsyncCollector, MultiSyncCollector, ParallelEnv
+
+GOOD = {"frames_per_batch": 8}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"create_env_fn": []}, "create_env_fn is an empty list"),
+        ({"cat_results": "foo"}, "cat_results must be"),
+        ({"frames_per_batch": [4, 4, 4]}, "frames_per_batch has 3 entries but there are 2 workers"),
+        ({"frames_per_batch": -4}, "frames_per_batch must be a positive int"),
+        ({"frames_per_batch": [4, 0]}, "frames_per_batch must be a positive int"),
+        ({"total_frames": -5}, "total_frames must be a positive int"),
+        ({"max_frames_per_traj": 0}, "max_frames_per_traj must be a positive int"),
+        ({"init_random_frames": -1}, "init_random_frames must be a non-negative int"),
+        ({"on_worker_failure": "bogus"}, "on_worker_failure must be one of"),
+        ({"worker_timeout": 0}, "worker_timeout must be a positive number"),
+        ({"mp_start_method": "threads"}, "mp_start_method must be one of"),
+        ({"weight_sync_schemes": {"critic": "pipe"}}, "weight_sync_schemes has models"),
+        ({"env_device": "cuda"}, "env_device='cuda'"),
+        ({"num_workers": 3}, "num_workers=3 but create_env_fn has 2"),
+        ({"preemptive_threshold": 0.5}, "preemptive_threshold=0.5 is not supported"),
+        ({"bogus_option": 1}, "unexpected keyword argument 'bogus_option'"),
+    ],
+)
+def test_bad_arguments_name_the_argument(kwargs, match):
+    args = {"create_env_fn": [env_fn(), env_fn()], "policy": policy(), **GOOD, **kwargs}
+    with pytest.raises((ValueError, TypeError, NotImplementedError), match=match):
+        MultiSyncCollector(**args)
+
+
+def test_bad_policy_arguments():
+    with pytest.raises(ValueError, match="policy or policy_factory, not both"):
+        MultiSyncCollector([env_fn()], policy(), policy_factory=policy, frames_per_batch=4)
+    with pytest.raises(ValueError, match="policy_factory has 1 entries but there are 2 workers"):
+        MultiSyncCollector([env_fn(), env_fn()], policy_factory=[policy], frames_per_batch=4)
+    with pytest.raises(TypeError, match="not an env instance"):
+        MultiSyncCollector(env_fn()(), policy(), frames_per_batch=4)
+    with pytest.raises(ValueError, match="cat_results=0 only applies to MultiSyncCollector"):
+        MultiAsyncCollector([env_fn()], policy(), frames_per_batch=4, cat_results="cat")
+
+
+def test_parallel_env_bad_arguments():
+    with pytest.raises(ValueError, match="num_workers must be a positive int"):
+        ParallelEnv(0, env_fn())
+    with pytest.raises(ValueError, match="create_env_fn has 3 callables but num_workers=2"):
+        ParallelEnv(2, [env_fn()] * 3)

@@ -1,0 +1,158 @@
+"""Worker failures, restarts, timeouts and cleanup (processes and /dev/shm)."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from reap_mp import MultiAsyncCollector, MultiSyncCollector, WorkerError
+from reap_mp.testing import RaisingPolicy, constant_policy, env_fn, pid_alive, shm_segments
+
+FAST = "forkserver"
+
+
+def test_env_error_names_worker_with_traceback(shm_before):
+    collector = MultiSyncCollector([env_fn(), env_fn(fail_at=6)], constant_policy(), frames_per_batch=8,
+                                   mp_start_method=FAST)
+    pids = collector.worker_pids
+    collector.next()
+    with pytest.raises(WorkerError) as info:
+        collector.next()
+    err = info.value
+    assert err.worker_idx == 1
+    assert "collector worker 1" in str(err)
+    assert "CountingEnv exploded at step 6" in str(err)
+    assert "Traceback" in err.remote_traceback and "_step_into" in err.remote_traceback
+    assert collector._closed  # raise mode shuts everything down
+    assert not any(pid_alive(p) for p in pids)
+    del collector
+    assert shm_segments() <= shm_before
+
+
+def test_policy_error_in_async_names_worker():
+    # the worker fails while probing the policy at start-up
+    with pytest.raises(WorkerError, match=r"(?s)collector worker 0 raised KeyError: 'policy blew up'"):
+        MultiAsyncCollector([env_fn()], RaisingPolicy(), frames_per_batch=4, mp_start_method=FAST)
+
+
+class _Local:
+    def __call__(self, observation):
+        return observation[..., :1]
+
+
+def test_unimportable_objects_are_explained():
+    with pytest.raises(WorkerError, match="(?s)could not rebuild the env constructor or policy.*importable"):
+        MultiSyncCollector([env_fn()], _Local(), frames_per_batch=4, mp_start_method=FAST)
+
+
+def test_killed_worker_is_detected_quickly():
+    collector = MultiAsyncCollector([env_fn(), env_fn()], constant_policy(), frames_per_batch=4,
+                                    mp_start_method=FAST, worker_timeout=30)
+    it = iter(collector)
+    next(it)
+    victim = collector.worker_pids[1]
+    os.kill(victim, signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"collector worker 1 was killed by SIGKILL"):
+        for _ in range(100):
+            next(it)
+    assert time.monotonic() - start < 10  # detected from the process sentinel, not a timeout
+    assert not any(pid_alive(p) for p in collector.worker_pids + [victim])
+
+
+def test_stuck_worker_hits_worker_timeout():
+    collector = MultiSyncCollector([env_fn(), env_fn(hang_at=3)], constant_policy(), frames_per_batch=8,
+                                   mp_start_method=FAST, worker_timeout=1.5)
+    pids = collector.worker_pids
+    with pytest.raises(WorkerError, match="collector worker 1 delivered no batch within worker_timeout=1.5"):
+        collector.next()
+    assert not any(pid_alive(p) for p in pids)
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_restart_recreates_the_worker_and_carries_on(cls):
+    collector = cls([env_fn(), env_fn(die_at=7), env_fn(fail_at=5)], constant_policy(2.0),
+                    frames_per_batch=12, total_frames=120, mp_start_method=FAST,
+                    on_worker_failure="restart")
+    with collector:
+        old = collector.worker_pids
+        batches = list(collector)
+        assert collector.frames >= 120
+        # worker 1 dies at each of its 7th steps and worker 2 raises at each 5th: restarted
+        assert collector.worker_restarts[0] == 0
+        assert collector.worker_restarts[1] >= 1 and collector.worker_restarts[2] >= 1
+        assert collector.restarts == sum(collector.worker_restarts)
+        assert all((b["action"] == 2.0).all() for b in batches)
+        assert collector.worker_pids[1] != old[1]
+        if cls is MultiSyncCollector:
+            assert all(b.batch_size == (3, 4) for b in batches)  # complete batches only
+
+
+def test_restart_gives_up_after_max_restarts():
+    collector = MultiSyncCollector([env_fn(fail_at=1)], constant_policy(), frames_per_batch=4,
+                                   mp_start_method=FAST, on_worker_failure="restart", max_restarts=2)
+    with pytest.raises(WorkerError, match="gave up after 2 restarts"):
+        collector.next()
+    assert collector.restarts == 2
+
+
+def test_shutdown_with_and_gc_leave_nothing_behind(shm_before):
+    import multiprocessing
+
+    with MultiSyncCollector([env_fn(), env_fn()], constant_policy(), frames_per_batch=8,
+                            mp_start_method=FAST) as collector:
+        collector.next()
+        pids = collector.worker_pids
+    assert not any(pid_alive(p) for p in pids)
+    collector.shutdown()  # idempotent
+    collector = MultiAsyncCollector([env_fn(), env_fn()], constant_policy(), frames_per_batch=8,
+                                    mp_start_method=FAST)
+    next(iter(collector))
+    pids = collector.worker_pids
+    del collector
+    gc.collect()
+    assert not any(pid_alive(p) for p in pids)
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("collector worker")]
+    assert shm_segments() <= shm_before
+
+
+SCRIPT = textwrap.dedent("""
+    import os, sys
+    from reap_mp import MultiSyncCollector, ParallelEnv
+    from reap_mp.testing import constant_policy, env_fn
+    {guard}
+        c = MultiSyncCollector([env_fn(), env_fn()], constant_policy(), frames_per_batch=8,
+                               mp_start_method="{method}", worker_timeout=60)
+        c.next()
+        env = ParallelEnv(2, env_fn(), mp_start_method="{method}")
+        print("PIDS", *c.worker_pids, *env.worker_pids, flush=True)
+        # no shutdown: interpreter exit must clean up
+""")
+
+
+@pytest.mark.slow
+def test_interpreter_exit_cleans_up(shm_before):
+    script = SCRIPT.format(guard='if __name__ == "__main__":', method="spawn")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    pids = [int(p) for p in out.stdout.split("PIDS")[1].split()]
+    assert len(pids) == 4
+    time.sleep(0.2)
+    assert not any(pid_alive(p) for p in pids)
+    assert shm_segments() <= shm_before
+    assert "leaked" not in out.stderr
+
+
+@pytest.mark.slow
+def test_spawn_without_main_guard_explains_the_guard(tmp_path):
+    path = tmp_path / "unguarded.py"
+    path.write_text(SCRIPT.format(guard="if True:", method="spawn"))
+    out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=240)
+    assert out.returncode != 0
+    assert 'if __name__ == "__main__":' in out.stderr
+    assert "was constructed while a child process started with the 'spawn' start method" in out.stderr
