@@ -425,20 +425,20 @@ class PrioritizedSampler(Sampler):
             priority = priority.reshape(-1)
         if index.numel() == 0:
             return
-        if bool(((index < 0) | (index >= self._max_capacity)).any()):
-            if bool((index >= self._max_capacity).any()):
-                raise IndexError(
-                    f"priority index out of range: max_capacity={self._max_capacity}, "
-                    f"got index {int(index.max())}"
-                )
-            keep = index >= 0  # e.g. items a max-value writer did not store
+        low, high = (int(x) for x in torch.aminmax(index))
+        if high >= self._max_capacity:
+            raise IndexError(
+                f"priority index out of range: max_capacity={self._max_capacity}, got index {high}"
+            )
+        if low < 0:  # e.g. items a max-value writer did not store
+            keep = index >= 0
             index, priority = index[keep], priority[keep]
             if index.numel() == 0:
                 return
-        raw = priority.abs().to(torch.float64)
+        raw = priority.to(torch.float64).abs()
         top = raw.max()
         self._max_priority = top if self._max_priority is None else torch.maximum(self._max_priority, top)
-        self._tree.update(index, (raw + self._eps).pow_(self._alpha))
+        self._tree.update(index, raw.add_(self._eps).pow_(self._alpha))
 
     # ----------------------------------------------------------------- state
     def _empty(self) -> None:

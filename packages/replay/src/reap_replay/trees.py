@@ -12,8 +12,9 @@ Python loop over items or over the ``log2(capacity)`` levels of a binary tree.
 
 Sampling by prefix sum descends one level per op: ``searchsorted`` in the cumulative sums of the
 blocks, then a batched ``searchsorted`` in the cumulative sums of each chosen block's leaves.
-An update writes the leaves (duplicate indices: the last write wins, deterministically) and
-recomputes the touched blocks from their leaves, so no rounding error accumulates.
+An update writes the leaves (duplicate indices: the last write wins, deterministically, on CPU
+and CUDA alike) and recomputes the touched blocks from their leaves, so no rounding error
+accumulates.
 
 Examples:
     >>> import torch
@@ -93,17 +94,21 @@ class PriorityTree:
         self._sum_blocks = torch.zeros(self.num_blocks, **kw64)
         self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw64)
         self._inf = torch.tensor(float("inf"), **kw64)
+        self._zero = torch.zeros((), **kw64)
+        self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.long)
 
     # ---------------------------------------------------------------- writes
-    def _dedup_last(self, index: torch.Tensor, value: torch.Tensor):
-        """Keeps the last value of each repeated index (a stable sort, no Python loop)."""
-        if index.numel() <= 1:
-            return index, value
-        sorted_index, order = torch.sort(index, stable=True)
-        keep = torch.ones_like(sorted_index, dtype=torch.bool)
-        torch.ne(sorted_index[1:], sorted_index[:-1], out=keep[:-1])
-        order = order[keep]
-        return sorted_index[keep], value.index_select(0, order)
+    def _last_write_values(self, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """Gives every repeated index the value of its last occurrence (no sort, no Python loop).
+
+        Each position learns the largest position sharing its index (a ``scatter_reduce`` amax
+        into a scratch buffer), then takes that position's value: duplicates then all write the
+        same value, so the result does not depend on the order writes land in.
+        """
+        n = index.numel()
+        position = torch.arange(n, device=self.device)
+        self._scratch.scatter_reduce_(0, index, position, reduce="amax", include_self=False)
+        return value.index_select(0, self._scratch.index_select(0, index))
 
     def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
         """Writes ``value`` at ``index`` (1-D tensors, or a scalar value to broadcast)."""
@@ -118,7 +123,8 @@ class PriorityTree:
             )
         if index.numel() == 0:
             return
-        index, value = self._dedup_last(index, value)
+        if index.numel() > 1:
+            value = self._last_write_values(index, value)
         self._sum_leaves.index_copy_(0, index, value)
         self._min_leaves.index_copy_(0, index, torch.where(value > 0, value, self._inf))
         # Duplicate block ids write the same value (recomputed from the leaves): deterministic.
@@ -161,7 +167,8 @@ class PriorityTree:
     def find_prefixsum(self, mass: torch.Tensor) -> torch.Tensor:
         """For each ``m`` in ``mass``, the slot ``i`` with ``sum(v[:i]) <= m < sum(v[:i+1])``.
 
-        ``mass`` should lie in ``[0, total())``. The slot found always holds a positive value.
+        Masses at or past the total land on the last positive slot. The slot found always holds
+        a positive value (when any does).
         """
         mass = torch.as_tensor(mass, device=self.device, dtype=torch.float64).reshape(-1)
         return self._descend(self._sum_blocks.cumsum(0), mass)
@@ -173,35 +180,19 @@ class PriorityTree:
         return self._descend(block_cs, mass)
 
     def _descend(self, block_cs: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
+        """Two searchsorted ops: the block, then the slot in it. No host sync.
+
+        Every mass is kept strictly below the total and below its block's leaf sum, so the
+        slot found has a positive value: ``row_cs[j] > m >= row_cs[j - 1]``.
+        """
         bs = self.block_size
-        # level 1: which block
+        mass = torch.minimum(mass, torch.nextafter(block_cs[-1], self._zero))
         block = torch.searchsorted(block_cs, mass, right=True).clamp_max_(self.num_blocks - 1)
         before = block_cs.index_select(0, block) - self._sum_blocks.index_select(0, block)
-        # level 2: which leaf inside the block
-        rows = self._sum_leaves.view(-1, bs).index_select(0, block)
-        row_cs = rows.cumsum(1)
-        inner = torch.searchsorted(row_cs, (mass - before).unsqueeze(1), right=True).squeeze(1)
-        inner.clamp_max_(bs - 1)
-        # Rounding can put a mass right at the end of the filled range onto an empty slot: step
-        # back to the last positive slot of its block (rare: computed only when needed).
-        empty = rows.gather(1, inner.unsqueeze(1)).squeeze(1) <= 0
-        if bool(empty.any()):
-            positive = rows > 0
-            last = bs - 1 - positive.flip(1).to(torch.int8).argmax(1)
-            inner = torch.where(empty & positive.any(1), last, inner)
-        index = (block << self._shift) + inner
-        if bool(empty.any()) and bool((self._sum_leaves.index_select(0, index) <= 0).any()):
-            index = self._nearest_positive(index)
-        return index
-
-    def _nearest_positive(self, index: torch.Tensor) -> torch.Tensor:
-        """Moves indices of empty slots to the nearest positive slot before them (slow path)."""
-        positive = torch.nonzero(self._sum_leaves > 0).squeeze(1)
-        if positive.numel() == 0:
-            raise RuntimeError("cannot sample from a tree whose values are all zero")
-        empty = self._sum_leaves.index_select(0, index) <= 0
-        nearest = (torch.searchsorted(positive, index, right=True) - 1).clamp_min_(0)
-        return torch.where(empty, positive.index_select(0, nearest), index)
+        row_cs = self._sum_leaves.view(-1, bs).index_select(0, block).cumsum_(1)
+        rest = torch.minimum(mass - before, torch.nextafter(row_cs[:, -1], self._zero))
+        inner = torch.searchsorted(row_cs, rest.unsqueeze(1), right=True).squeeze(1)
+        return (block << self._shift) + inner.clamp_max_(bs - 1)
 
     def __repr__(self) -> str:
         return (
