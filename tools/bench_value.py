@@ -5,9 +5,11 @@ Usage:
 
 For each shape (float32, CPU, ~0.5% dones, a third of them terminations), every estimator
 is timed for reap and for both of TorchRL's implementations (the loop and the vectorised one);
-the ratio is TorchRL's faster time over reap's. Times are the best of ``--repeat`` runs,
-interleaved so that machine noise hits every contender alike (the best, not the median: the
-machine may be shared, and the best run is the least disturbed one). Results are checked against
+the ratio is TorchRL's faster time over reap's. Each contender runs blocks of ``--repeat``
+calls, in turns, three rounds; the time is its best call (the best, not the median: the
+machine may be shared, and the best call is the least disturbed one). Calls are not
+interleaved one by one, as that makes every contender pay for the caches and threads the
+previous one left behind. Results are checked against
 each other before timing.
 """
 
@@ -88,16 +90,17 @@ def estimators(trl):
     ]
 
 
-def time_interleaved(fns: dict, args, repeat: int) -> dict[str, float]:
-    for fn in fns.values():
-        fn(*args)  # warm-up
-    samples = {name: [] for name in fns}
-    for _ in range(repeat):
+def time_blocks(fns: dict, args, repeat: int, rounds: int = 3) -> dict[str, float]:
+    """Best time per call in ms: each contender runs blocks of ``repeat`` calls, in turns."""
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            fn(*args)
-            samples[name].append(time.perf_counter() - start)
-    return {name: min(ts) * 1e3 for name, ts in samples.items()}
+            fn(*args)  # warm-up after the other contenders ran
+            for _ in range(repeat):
+                start = time.perf_counter()
+                fn(*args)
+                best[name] = min(best[name], time.perf_counter() - start)
+    return {name: t * 1e3 for name, t in best.items()}
 
 
 def main() -> None:
@@ -112,7 +115,7 @@ def main() -> None:
 
     print(
         f"torch {torch.__version__}, torchrl {torchrl.__version__}, "
-        f"{torch.get_num_threads()} threads, best of {args.repeat}, times in ms"
+        f"{torch.get_num_threads()} threads, best call of 3 x {args.repeat}, times in ms"
     )
     header = f"{'shape':<16}{'estimator':<22}{'reap':>8}{'trl loop':>10}{'trl vec':>10}{'ratio':>8}"
     print(header)
@@ -124,7 +127,7 @@ def main() -> None:
                 expected = ours(*inputs)
                 for fn in theirs.values():
                     torch.testing.assert_close(expected, fn(*inputs), rtol=1e-4, atol=1e-4)
-                times = time_interleaved({"reap": ours, **theirs}, inputs, args.repeat)
+                times = time_blocks({"reap": ours, **theirs}, inputs, args.repeat)
                 best = min(times["loop"], times["vec"])
                 print(
                     f"{str(list(shape)):<16}{name:<22}{times['reap']:>8.3f}"
@@ -143,7 +146,7 @@ def bench_modules(repeat: int) -> None:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
     net = TensorDictModule(mlp, in_keys=["observation"], out_keys=["state_value"])
-    print(f"\nGAE module with an 8-64-1 MLP value network (best of {repeat}, ms)")
+    print(f"\nGAE module with an 8-64-1 MLP value network (best call of 3 x {repeat}, ms)")
     for n_envs, steps in [(16, 2048), (256, 128)]:
         v, nv, r, d, t = make_inputs((n_envs, steps, 1))
         batch = TensorDict(
@@ -166,7 +169,7 @@ def bench_modules(repeat: int) -> None:
             rtol=1e-4,
             atol=1e-4,
         )
-        times = time_interleaved(
+        times = time_blocks(
             {
                 "reap": lambda m=ours, b=batch: m(b.clone()),
                 "torchrl": lambda m=theirs, b=batch: m(b.clone()),
