@@ -89,6 +89,6 @@ def test_prioritized_updates_from_sampling_threads():
     drive(rb, sample_fn=sample_and_update)
     tree = rb.sampler._tree
     leaves = tree.leaves()[:300]
-    assert torch.allclose(tree.total(), leaves.sum(), rtol=1e-5)
+    assert torch.allclose(tree.total(), leaves.double().sum(), rtol=1e-9)
     assert float(tree.min()) == float(leaves[leaves > 0].min())
     rb.close()

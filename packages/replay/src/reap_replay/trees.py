@@ -5,9 +5,10 @@ tree: every operation is a handful of vectorised torch ops whatever the batch, a
 Python loop over items or over the ``log2(capacity)`` levels of a binary tree.
 
 * leaves: one value per slot, ``capacity`` rounded up to a power of two;
-* values, sums and mins are kept in float64 whatever ``dtype`` (prefix sums over a million
-  float32 priorities would otherwise be off by several ulps of a single priority);
-* blocks: the sum and the min of each run of ``block_size`` leaves (a power of two);
+* leaves hold the values in ``dtype``; block sums, block mins and every prefix sum are float64
+  (prefix sums over a million float32 priorities would otherwise be off by several ulps of a
+  single priority);
+* blocks: the sum and the min (over positive leaves) of each run of ``block_size`` leaves;
 * root: the sum and the min of the blocks, reduced on demand.
 
 Sampling by prefix sum descends one level per op: ``searchsorted`` in the cumulative sums of the
@@ -50,8 +51,8 @@ class PriorityTree:
 
     Keyword Args:
         device (torch.device or str): where the tree lives. Defaults to ``"cpu"``.
-        dtype (torch.dtype): float dtype of the values read back (``tree[index]``); the tree
-            itself computes in float64. Defaults to ``torch.float32``.
+        dtype (torch.dtype): float dtype of the leaves (sums are float64). Defaults to
+            ``torch.float32``.
         block_size (int, optional): leaves per block, a power of two. Defaults to a size
             chosen from the capacity.
 
@@ -89,13 +90,12 @@ class PriorityTree:
     def reset(self) -> None:
         """Sets every slot back to unwritten."""
         kw64 = {"device": self.device, "dtype": torch.float64}
-        self._sum_leaves = torch.zeros(self.size, **kw64)
-        self._min_leaves = torch.full((self.size,), float("inf"), **kw64)
+        self._leaves = torch.zeros(self.size, device=self.device, dtype=self.dtype)
         self._sum_blocks = torch.zeros(self.num_blocks, **kw64)
         self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw64)
-        self._inf = torch.tensor(float("inf"), **kw64)
+        self._inf = torch.tensor(float("inf"), device=self.device, dtype=self.dtype)
         self._zero = torch.zeros((), **kw64)
-        self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.long)
+        self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.int32)
 
     # ---------------------------------------------------------------- writes
     def _last_write_values(self, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -106,14 +106,14 @@ class PriorityTree:
         same value, so the result does not depend on the order writes land in.
         """
         n = index.numel()
-        position = torch.arange(n, device=self.device)
+        position = torch.arange(n, device=self.device, dtype=torch.int32)
         self._scratch.scatter_reduce_(0, index, position, reduce="amax", include_self=False)
         return value.index_select(0, self._scratch.index_select(0, index))
 
     def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
         """Writes ``value`` at ``index`` (1-D tensors, or a scalar value to broadcast)."""
         index = torch.as_tensor(index, device=self.device, dtype=torch.long).reshape(-1)
-        value = torch.as_tensor(value, device=self.device, dtype=torch.float64).reshape(-1)
+        value = torch.as_tensor(value, device=self.device, dtype=self.dtype).reshape(-1)
         if value.numel() == 1 and index.numel() != 1:
             value = value.expand(index.numel())
         elif value.numel() != index.numel():
@@ -125,36 +125,32 @@ class PriorityTree:
             return
         if index.numel() > 1:
             value = self._last_write_values(index, value)
-        self._sum_leaves.index_copy_(0, index, value)
-        self._min_leaves.index_copy_(0, index, torch.where(value > 0, value, self._inf))
-        # Duplicate block ids write the same value (recomputed from the leaves): deterministic.
+        self._leaves.index_copy_(0, index, value)
+        # Recompute the touched blocks from their leaves (one gather serves the sum and the
+        # min); duplicate block ids write identical values, so the order does not matter.
         block = index >> self._shift
-        bs = self.block_size
-        self._sum_blocks.index_copy_(
-            0, block, self._sum_leaves.view(-1, bs).index_select(0, block).sum(1)
-        )
-        self._min_blocks.index_copy_(
-            0, block, self._min_leaves.view(-1, bs).index_select(0, block).amin(1)
-        )
+        rows = self._leaves.view(-1, self.block_size).index_select(0, block)
+        self._sum_blocks.index_copy_(0, block, rows.sum(1, dtype=torch.float64))
+        self._min_blocks.index_copy_(0, block, torch.where(rows > 0, rows, self._inf).amin(1).double())
 
     def load_leaves(self, values: torch.Tensor) -> None:
         """Replaces every leaf at once and rebuilds the blocks."""
-        values = torch.as_tensor(values, device=self.device, dtype=torch.float64).reshape(-1)
+        values = torch.as_tensor(values, device=self.device, dtype=self.dtype).reshape(-1)
         if values.numel() != self.size:
             raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
-        self._sum_leaves.copy_(values)
-        self._min_leaves.copy_(torch.where(values > 0, values, self._inf))
-        self._sum_blocks.copy_(self._sum_leaves.view(-1, self.block_size).sum(1))
-        self._min_blocks.copy_(self._min_leaves.view(-1, self.block_size).amin(1))
+        self._leaves.copy_(values)
+        rows = self._leaves.view(-1, self.block_size)
+        self._sum_blocks.copy_(rows.sum(1, dtype=torch.float64))
+        self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
 
     # ----------------------------------------------------------------- reads
     def __getitem__(self, index) -> torch.Tensor:
         index = torch.as_tensor(index, device=self.device, dtype=torch.long)
-        return self._sum_leaves[index].to(self.dtype)
+        return self._leaves[index]
 
     def leaves(self) -> torch.Tensor:
-        """The leaf values in float64 (a view; unwritten slots hold 0)."""
-        return self._sum_leaves
+        """The leaf values (a view; unwritten slots hold 0)."""
+        return self._leaves
 
     def total(self) -> torch.Tensor:
         """Sum of every value (a float64 0-d tensor, no host sync)."""
@@ -189,7 +185,7 @@ class PriorityTree:
         mass = torch.minimum(mass, torch.nextafter(block_cs[-1], self._zero))
         block = torch.searchsorted(block_cs, mass, right=True).clamp_max_(self.num_blocks - 1)
         before = block_cs.index_select(0, block) - self._sum_blocks.index_select(0, block)
-        row_cs = self._sum_leaves.view(-1, bs).index_select(0, block).cumsum_(1)
+        row_cs = self._leaves.view(-1, bs).index_select(0, block).cumsum(1, dtype=torch.float64)
         rest = torch.minimum(mass - before, torch.nextafter(row_cs[:, -1], self._zero))
         inner = torch.searchsorted(row_cs, rest.unsqueeze(1), right=True).squeeze(1)
         return (block << self._shift) + inner.clamp_max_(bs - 1)
