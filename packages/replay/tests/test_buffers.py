@@ -4,6 +4,8 @@ import io
 
 import pytest
 import torch
+from tensordict import TensorDict
+
 from reap_replay import (
     LazyMemmapStorage,
     LazyTensorStorage,
@@ -16,7 +18,6 @@ from reap_replay import (
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
 )
-from tensordict import TensorDict
 
 
 def transitions(n, start=0):

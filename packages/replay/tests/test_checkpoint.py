@@ -7,6 +7,8 @@ import sys
 
 import pytest
 import torch
+from tensordict import TensorDict
+
 from reap_replay import (
     CheckpointError,
     LazyMemmapStorage,
@@ -19,7 +21,6 @@ from reap_replay import (
     TensorDictReplayBuffer,
 )
 from reap_replay import checkpoint as ckpt
-from tensordict import TensorDict
 
 
 def data(n, start=0):

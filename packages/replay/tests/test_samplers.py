@@ -4,6 +4,8 @@ import warnings
 
 import pytest
 import torch
+from tensordict import TensorDict
+
 from reap_replay import (
     LazyTensorStorage,
     PrioritizedSampler,
@@ -12,7 +14,6 @@ from reap_replay import (
     SliceSampler,
 )
 from reap_replay import samplers as samplers_module
-from tensordict import TensorDict
 
 
 def filled(n, capacity=None, data=None):

@@ -4,8 +4,9 @@ import threading
 import time
 
 import torch
-from reap_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
 from tensordict import TensorDict
+
+from reap_replay import LazyTensorStorage, TensorDictPrioritizedReplayBuffer, TensorDictReplayBuffer
 
 
 def rows(start, n):

@@ -5,9 +5,10 @@ import logging
 import warnings
 
 import pytest
-import reap_replay
 import torch
 from tensordict import TensorDict
+
+import reap_replay
 
 torchrl_data = pytest.importorskip("torchrl.data")
 logging.getLogger("torchrl").setLevel(logging.WARNING)

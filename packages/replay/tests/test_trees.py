@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from reap_replay import PriorityTree
 
 

@@ -7,9 +7,8 @@ Examples:
     True
 """
 
-from reap.plugins import hookimpl
-
 import reap_replay
+from reap.plugins import hookimpl
 
 
 @hookimpl

@@ -385,7 +385,7 @@ class PrioritizedSampler(Sampler):
         if n == 0:
             raise RuntimeError(_EMPTY)
         tree = self._tree
-        uniform = torch.rand(batch_size, generator=self._rng, dtype=tree.dtype)
+        uniform = torch.rand(batch_size, generator=self._rng, dtype=torch.float64)
         if tree.device.type != "cpu":
             uniform = uniform.to(tree.device)
         index = tree.sample(uniform)

@@ -95,6 +95,7 @@ class PriorityTree:
         self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw64)
         self._inf = torch.tensor(float("inf"), device=self.device, dtype=self.dtype)
         self._zero = torch.zeros((), **kw64)
+        self._prefix = torch.zeros(self.num_blocks + 1, **kw64)
         self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.int32)
 
     # ---------------------------------------------------------------- writes
@@ -160,35 +161,45 @@ class PriorityTree:
         """Min of the positive values (``inf`` when there is none)."""
         return self._min_blocks.amin()
 
+    def _block_prefix(self) -> torch.Tensor:
+        """``[0, cumsum(blocks)...]`` in a reused buffer: ``prefix[b]`` is the mass before block b."""
+        torch.cumsum(self._sum_blocks, 0, out=self._prefix[1:])
+        return self._prefix
+
     def find_prefixsum(self, mass: torch.Tensor) -> torch.Tensor:
         """For each ``m`` in ``mass``, the slot ``i`` with ``sum(v[:i]) <= m < sum(v[:i+1])``.
 
         Masses at or past the total land on the last positive slot. The slot found always holds
         a positive value (when any does).
         """
+        prefix = self._block_prefix()
         mass = torch.as_tensor(mass, device=self.device, dtype=torch.float64).reshape(-1)
-        return self._descend(self._sum_blocks.cumsum(0), mass)
+        mass = torch.minimum(mass, torch.nextafter(prefix[-1], self._zero))
+        return self._descend(prefix, mass)
 
     def sample(self, uniform: torch.Tensor) -> torch.Tensor:
-        """Slots drawn with probability ``v[i] / total()``, from ``uniform`` draws in ``[0, 1)``."""
-        block_cs = self._sum_blocks.cumsum(0)
-        mass = uniform.to(device=self.device, dtype=torch.float64).reshape(-1) * block_cs[-1]
-        return self._descend(block_cs, mass)
+        """Slots drawn with probability ``v[i] / total()``, from ``uniform`` draws in ``[0, 1)``.
 
-    def _descend(self, block_cs: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
+        ``uniform`` should be float64 (float32 draws are converted).
+        """
+        prefix = self._block_prefix()
+        mass = uniform.to(device=self.device, dtype=torch.float64).reshape(-1) * prefix[-1]
+        return self._descend(prefix, mass)
+
+    def _descend(self, prefix: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
         """Two searchsorted ops: the block, then the slot in it. No host sync.
 
-        Every mass is kept strictly below the total and below its block's leaf sum, so the
-        slot found has a positive value: ``row_cs[j] > m >= row_cs[j - 1]``.
+        ``mass < total`` picks a block with a positive sum; the mass left inside it is kept
+        strictly below the block's leaf sum, so the slot found has a positive value:
+        ``row_cs[j] > m >= row_cs[j - 1]``.
         """
-        bs = self.block_size
-        mass = torch.minimum(mass, torch.nextafter(block_cs[-1], self._zero))
-        block = torch.searchsorted(block_cs, mass, right=True).clamp_max_(self.num_blocks - 1)
-        before = block_cs.index_select(0, block) - self._sum_blocks.index_select(0, block)
-        row_cs = self._leaves.view(-1, bs).index_select(0, block).cumsum(1, dtype=torch.float64)
-        rest = torch.minimum(mass - before, torch.nextafter(row_cs[:, -1], self._zero))
+        block = torch.searchsorted(prefix[1:], mass, right=True).clamp_max_(self.num_blocks - 1)
+        rest = mass - prefix.index_select(0, block)
+        row_cs = self._leaves.view(-1, self.block_size).index_select(0, block)
+        row_cs = row_cs.cumsum(1, dtype=torch.float64)
+        rest = torch.minimum(rest, torch.nextafter(row_cs[:, -1], self._zero))
         inner = torch.searchsorted(row_cs, rest.unsqueeze(1), right=True).squeeze(1)
-        return (block << self._shift) + inner.clamp_max_(bs - 1)
+        return (block << self._shift) + inner
 
     def __repr__(self) -> str:
         return (
