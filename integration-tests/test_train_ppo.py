@@ -6,6 +6,14 @@ would wire them.
 
 import pytest
 import torch
+from tensordict.nn import (
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+)
+from torch import nn
+from torch.distributions import Categorical
+
 from reap import (
     GAE,
     Collector,
@@ -16,13 +24,6 @@ from reap import (
     TensorDictReplayBuffer,
     TransformedEnv,
 )
-from tensordict.nn import (
-    ProbabilisticTensorDictModule,
-    ProbabilisticTensorDictSequential,
-    TensorDictModule,
-)
-from torch import nn
-from torch.distributions import Categorical
 
 pytestmark = pytest.mark.slow
 

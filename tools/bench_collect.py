@@ -71,8 +71,9 @@ def raw_loop(env_id: str, num_envs: int, frames: int) -> float:
 
 
 def reap_collector(env_id: str, num_envs: int, frames: int, frames_per_batch: int = 1000) -> float:
-    from reap import Collector, GymEnv
     from tensordict.nn import TensorDictModule
+
+    from reap import Collector, GymEnv
 
     policy = TensorDictModule(make_policy(env_id), in_keys=["observation"], out_keys=["action"])
     env = GymEnv(env_id, num_envs=None if num_envs == 1 else num_envs)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import reap_value as rv
 import torch
+
+import reap_value as rv
 
 SHAPES = [(16, 2048, 1), (256, 128, 1)]
 GAMMA, LMBDA = 0.99, 0.95

@@ -137,7 +137,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_interpreter_exit_cleans_up(shm_before):
-    script = SCRIPT.format(guard='if __name__ == "__main__":', method="spawn")
+    script = SCRIPT.format(guard='if __name__ == "__main__":', method="forkserver")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     pids = [int(p) for p in out.stdout.split("PIDS")[1].split()]
@@ -151,7 +151,11 @@ def test_interpreter_exit_cleans_up(shm_before):
 @pytest.mark.slow
 def test_spawn_without_main_guard_explains_the_guard(tmp_path):
     path = tmp_path / "unguarded.py"
-    path.write_text(SCRIPT.format(guard="if True:", method="spawn"))
+    path.write_text(textwrap.dedent("""
+        from reap_mp import MultiSyncCollector
+        from reap_mp.testing import constant_policy, env_fn
+        c = MultiSyncCollector([env_fn()], constant_policy(), frames_per_batch=8, worker_timeout=60)
+    """))
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=240)
     assert out.returncode != 0
     assert 'if __name__ == "__main__":' in out.stderr

@@ -5,9 +5,10 @@ import sys
 
 import pytest
 import torch
-from reap.cli import main
 from safetensors.torch import save_file
 from tensordict import TensorDict
+
+from reap.cli import main
 
 POLICY_MODULE = '''
 import torch

@@ -4,8 +4,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from reap import Collector, GymEnv, RewardSum, StepCounter, TransformedEnv, split_trajectories
-from reap_testing import CountingEnv
 from tensordict import TensorDict
 from tensordict.nn import (
     InteractionType,
@@ -15,6 +13,9 @@ from tensordict.nn import (
     TensorDictSequential,
 )
 from torch.distributions import Normal
+
+from reap import Collector, GymEnv, RewardSum, StepCounter, TransformedEnv, split_trajectories
+from reap_testing import CountingEnv
 
 ROOT_KEYS = {"observation", "action", "done", "terminated", "truncated"}
 NEXT_KEYS = {"observation", "reward", "done", "terminated", "truncated"}

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from reap import compile_with_warmup
 
 

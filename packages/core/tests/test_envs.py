@@ -2,6 +2,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+
 from reap import GymEnv, SerialEnv
 from reap.specs import Bounded, Categorical
 from reap_testing import CountingEnv

@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import pytest
+
 import reap
 from reap import Collector, GymEnv, MultiCollector, hookimpl, hookspecs
 from reap.plugins import PluginNotInstalledError, get_collector_backend, get_recurrent_backend, hook

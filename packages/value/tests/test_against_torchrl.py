@@ -10,9 +10,10 @@ from __future__ import annotations
 import inspect
 
 import pytest
-import reap_value as rv
 import torch
 from value_reference import make_batch
+
+import reap_value as rv
 
 torchrl_functional = pytest.importorskip("torchrl.objectives.value.functional")
 torchrl_value = pytest.importorskip("torchrl.objectives.value")

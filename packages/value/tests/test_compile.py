@@ -8,9 +8,10 @@ functionalization over the in-place scan.
 from __future__ import annotations
 
 import pytest
-import reap_value as rv
 import torch
 from value_reference import make_batch
+
+import reap_value as rv
 
 SHAPE = (3, 20, 1)
 

@@ -6,6 +6,7 @@ import doctest
 import importlib
 
 import pytest
+
 import reap_value
 
 MODULES = [

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-import reap_value as rv
 import torch
 import value_reference as ref
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 from value_reference import make_batch
+
+import reap_value as rv
 
 
 class CountingLinear(torch.nn.Linear):

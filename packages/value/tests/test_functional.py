@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-import reap_value as rv
 import torch
 import value_reference as ref
-from reap_value._scan import reverse_scan
 from value_reference import make_batch
+
+import reap_value as rv
+from reap_value._scan import reverse_scan
 
 SHAPES = [(4, 33, 1), (2, 1, 1), (3, 2, 5, 2), (1, 300, 1), (7, 64, 3)]
 DTYPES = [torch.float32, torch.float64]

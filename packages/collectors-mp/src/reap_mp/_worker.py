@@ -40,7 +40,6 @@ class ReplicatedEnv:
 def collector_worker(idx, conn, payload, traj_counter, scheme_state):
     from reap.collectors.collector import Collector
     from reap.plugins import hook
-
     from reap_mp.weight_sync import WeightSyncScheme
 
     collector = None

@@ -26,14 +26,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
+from tensordict import TensorDictBase
+from tensordict.nn import InteractionType
+
 from reap.collectors.base import BaseCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
 from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import as_weights
-from tensordict import TensorDictBase
-from tensordict.nn import InteractionType
-
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
 from reap_mp._worker import ReplicatedEnv, collector_worker
 from reap_mp.weight_sync import (

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+
 from reap.envs.base import EnvBase
 from reap.specs import Composite
-
 from reap_mp._procs import (
     Payload,
     WorkerError,

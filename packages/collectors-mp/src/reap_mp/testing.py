@@ -28,9 +28,10 @@ import time
 
 import numpy as np
 import torch
+from tensordict.nn import TensorDictModule
+
 from reap.envs.base import EnvBase
 from reap.specs import Composite, Unbounded
-from tensordict.nn import TensorDictModule
 
 
 class CountingEnv(EnvBase):
@@ -82,14 +83,14 @@ class CountingEnv(EnvBase):
 
 
 class BusyEnv(CountingEnv):
-    """A CountingEnv whose every step burns ``step_cost`` seconds of this thread's CPU time."""
+    """A CountingEnv whose step burns ``step_cost`` seconds of CPU time per sub-env."""
 
     def __init__(self, batch: int | None = None, *, step_cost: float = 1e-3, episode_len: int = 200):
         super().__init__(batch, episode_len=episode_len)
         self.step_cost = step_cost
 
     def _step_into(self, action, t, root, nxt):
-        end = time.thread_time() + self.step_cost
+        end = time.thread_time() + self.step_cost * max(1, self.numel)
         while time.thread_time() < end:
             pass
         super()._step_into(action, t, root, nxt)

@@ -32,8 +32,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, as_weights, copy_weights
 from tensordict import TensorDict, TensorDictBase
+
+from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, as_weights, copy_weights
 
 
 def policy_weights(policy) -> TensorDictBase | None:

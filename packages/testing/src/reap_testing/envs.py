@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 import torch
+from tensordict import TensorDict
+
 from reap import EnvBase
 from reap.specs import Bounded, Composite, Unbounded
-from tensordict import TensorDict
 
 
 class CountingEnv(EnvBase):

@@ -10,9 +10,8 @@ Examples:
 
 from __future__ import annotations
 
-from reap.plugins import hookimpl
-
 import reap_value
+from reap.plugins import hookimpl
 
 
 @hookimpl

@@ -1,0 +1,48 @@
+"""ParallelEnv: sub-envs in worker processes behind reap's array API."""
+
+import pytest
+import torch
+
+from reap import Collector, SerialEnv
+from reap_mp import ParallelEnv, WorkerError
+from reap_mp.testing import constant_policy, env_fn, pid_alive
+
+FAST = "forkserver"
+
+
+def _batches(env, n=3, frames=24):
+    env.set_seed(3)
+    with Collector(env, constant_policy(1.5), frames_per_batch=frames, total_frames=n * frames) as c:
+        return [b for b in c]
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_collector_over_parallel_env_matches_serial_env(shared_memory):
+    make = env_fn(episode_len=3)
+    with ParallelEnv(4, make, shared_memory=shared_memory, mp_start_method=FAST) as env:
+        assert env.batch_size == (4,)
+        batches = _batches(env)
+    serial = _batches(SerialEnv(4, make))
+    for got, want in zip(batches, serial):
+        assert got.batch_size == (4, 6)
+        for key in [("next", "observation"), "observation", ("next", "done"), ("next", "reward")]:
+            assert torch.equal(got[key], want[key]), key
+
+
+def test_batched_sub_envs_and_rollout():
+    with ParallelEnv(2, env_fn(batch=3), mp_start_method=FAST) as env:
+        assert env.batch_size == (2, 3)
+        assert env.rollout(4, break_when_any_done=False)["next", "observation"].shape == (2, 3, 4, 2)
+        with Collector(env, constant_policy(), frames_per_batch=24, total_frames=24) as c:
+            assert next(iter(c)).batch_size == (2, 3, 4)
+        pids = env.worker_pids
+    assert not any(pid_alive(p) for p in pids)
+
+
+def test_sub_env_error_names_the_worker():
+    env = ParallelEnv(2, [env_fn(), env_fn(fail_at=2)], mp_start_method=FAST)
+    pids = env.worker_pids
+    with pytest.raises(WorkerError, match=r"(?s)ParallelEnv worker 1 raised ValueError: CountingEnv exploded"):
+        with Collector(env, constant_policy(), frames_per_batch=8, total_frames=8) as c:
+            list(c)
+    assert env.is_closed and not any(pid_alive(p) for p in pids)
