@@ -66,6 +66,20 @@ main(["plugins"])
     assert not any(line.startswith(("mp ", "replay ", "value ")) for line in lines)
 
 
+def test_core_alone_collect_out_says_it_writes_a_plain_memmap(make_venv, tmp_path):
+    python = make_venv("core")
+    out = run(python, f"""
+from reap.cli import main
+from tensordict import TensorDict
+main(["collect", "--env", "CartPole-v1", "--frames", "40", "--frames-per-batch", "20",
+      "--out", {str(tmp_path / "run")!r}, "--no-progress"])
+print("frames", TensorDict.load_memmap({str(tmp_path / "run")!r}).batch_size[0])
+""")
+    assert out.returncode == 0, out.stderr
+    assert "reap-replay is not installed, so --out gets a plain tensordict memmap" in out.stderr
+    assert out.stdout.splitlines()[-1] == "frames 40"
+
+
 def test_core_with_value_only(make_venv):
     python = make_venv("core", "value")
     out = run(python, """

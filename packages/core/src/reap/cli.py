@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -35,13 +36,14 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("--policy", default=None, help="MODULE:FACTORY building the policy (default: random)")
     collect.add_argument("--weights", default=None, help="weights for the policy: .safetensors or a torch state dict")
     collect.add_argument("--seed", type=int, default=None)
-    collect.add_argument("--out", default=None, help="directory to write the data to (memory-mapped tensors)")
+    collect.add_argument("--out", default=None,
+                         help="new directory for the data: a memory-mapped replay-buffer checkpoint")
     collect.add_argument("--no-progress", action="store_true", help="no progress bar")
     sub.add_parser("plugins", help="list the installed reap plugins and what they register")
     return parser
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(f"reap: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -89,13 +91,32 @@ def _build_env(env_id: str, num_envs: int):
     return TransformedEnv(GymEnv(env_id, num_envs=None if num_envs == 1 else num_envs), RewardSum())
 
 
-class Writer:
-    """Writes batches, flattened to ``[frames]``, into memory-mapped tensors under ``out``."""
+class ReplayWriter:
+    """Writes batches, flattened to ``[frames]``, into a reap-replay memory-mapped buffer at ``out``.
 
-    def __init__(self, out: str, capacity: int):
-        self.path = Path(out)
-        if self.path.exists() and any(self.path.iterdir()):
-            fail(f"--out {out!r} exists and is not empty; choose a new directory")
+    The directory is a replay-buffer checkpoint (``meta.json`` plus the memmap files, written in
+    place): reload it with ``TensorDictReplayBuffer(storage=LazyMemmapStorage.open(out))``.
+    """
+
+    def __init__(self, path: Path, capacity: int, storage_cls, buffer_cls):
+        self.path = path
+        self.buffer = buffer_cls(storage=storage_cls(capacity, scratch_dir=path, auto_cleanup=False))
+
+    def write(self, batch) -> None:
+        self.buffer.extend(batch.reshape(-1))
+
+    def close(self) -> None:
+        self.buffer.dumps(self.path)
+
+
+class MemmapWriter:
+    """Without reap-replay: batches, flattened to ``[frames]``, in a tensordict memmap at ``out``.
+
+    Reload it with ``tensordict.TensorDict.load_memmap(out)``.
+    """
+
+    def __init__(self, path: Path, capacity: int):
+        self.path = path
         self.capacity = capacity
         self.data = None
         self.cursor = 0
@@ -103,25 +124,48 @@ class Writer:
     def write(self, batch) -> None:
         flat = batch.reshape(-1)
         if self.data is None:
-            layout = flat[0]
-            self.data = layout.expand(self.capacity).clone().zero_().memmap_(prefix=self.path)
+            self.data = flat[0].expand(self.capacity).clone().zero_().memmap_(prefix=self.path)
         n = min(flat.shape[0], self.capacity - self.cursor)
         self.data[self.cursor : self.cursor + n] = flat[:n]
         self.cursor += n
 
-    def close(self, meta: dict) -> None:
-        if self.data is None:
-            return
+    def close(self) -> None:
         self.data = None
-        tmp = self.path / "reap_meta.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=2))
-        os.replace(tmp, self.path / "reap_meta.json")
+
+
+def check_out_dir(path: Path) -> None:
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        fail(f"--out {str(path)!r} exists and is not an empty directory; choose a new directory")
+
+
+def open_writer(out: str, capacity: int):
+    """The writer for ``--out``: a reap-replay buffer when installed, else a tensordict memmap."""
+    from reap.plugins import PluginNotInstalledError, resolve_export
+
+    path = Path(out)
+    check_out_dir(path)
+    try:
+        storage_cls = resolve_export("LazyMemmapStorage")
+        buffer_cls = resolve_export("TensorDictReplayBuffer")
+    except PluginNotInstalledError:
+        print("reap: reap-replay is not installed, so --out gets a plain tensordict memmap "
+              "(install reap-replay for a replay-buffer checkpoint)", file=sys.stderr)
+        return MemmapWriter(path, capacity)
+    return ReplayWriter(path, capacity, storage_cls, buffer_cls)
+
+
+def write_run_meta(path: Path, meta: dict) -> None:
+    """``reap_meta.json`` beside the data: what was collected, written atomically."""
+    tmp = path / "reap_meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, path / "reap_meta.json")
 
 
 def collect(args) -> None:
     from tqdm import tqdm
 
     from reap import Collector, GymEnv
+    from reap.plugins import PluginNotInstalledError
 
     for name in ("frames", "workers", "num_envs", "frames_per_batch"):
         if getattr(args, name) < 1:
@@ -134,6 +178,8 @@ def collect(args) -> None:
         fail("--workers > 1 needs a multi-process backend, e.g. --backend mp")
     if args.weights and not args.policy:
         fail("--weights needs --policy (the factory that builds the module to load them into)")
+    if args.out:
+        check_out_dir(Path(args.out))
     env_fn = _make_env_fn(args.env, args.num_envs)
     policy = None
     if args.policy:
@@ -149,15 +195,20 @@ def collect(args) -> None:
                 fail(f"--weights do not fit the policy: {exc}")
     kwargs = dict(frames_per_batch=args.frames_per_batch, total_frames=args.frames,
                   max_frames_per_traj=args.max_frames_per_traj)
-    if args.backend == "local":
-        collector = Collector(env_fn(), policy, **kwargs)
-    else:
-        collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
+    try:
+        if args.backend == "local":
+            collector = Collector(env_fn(), policy, **kwargs)
+        else:
+            collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
+    except PluginNotInstalledError as exc:
+        fail(f"--backend {args.backend!r}: {exc}")
     total = math.ceil(args.frames / collector.frames_per_batch) * collector.frames_per_batch
-    writer = Writer(args.out, total) if args.out else None
+    writer = open_writer(args.out, total) if args.out else None
     episodes, reward_sum, frames = 0, 0.0, 0
     start = time.perf_counter()
-    with collector, tqdm(total=total, unit="frames", disable=args.no_progress, file=sys.stderr) as bar:
+    bar = tqdm(total=total, unit="frames", disable=args.no_progress, file=sys.stderr,
+               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} frames [{elapsed}{postfix}]")
+    with collector, bar:
         if args.seed is not None:
             collector.set_seed(args.seed)
         for batch in collector:
@@ -175,9 +226,11 @@ def collect(args) -> None:
     elapsed = time.perf_counter() - start
     mean = reward_sum / episodes if episodes else float("nan")
     if writer is not None:
-        writer.close({"format": "reap-collect", "version": 1, "env": args.env, "frames": frames,
-                      "episodes": episodes, "backend": args.backend, "workers": args.workers,
-                      "num_envs": args.num_envs, "seed": args.seed})
+        writer.close()
+        write_run_meta(Path(args.out), {
+            "format": "reap-collect", "version": 1, "env": args.env, "frames": frames,
+            "episodes": episodes, "backend": args.backend, "workers": args.workers,
+            "num_envs": args.num_envs, "seed": args.seed, "writer": type(writer).__name__})
     print(f"collected {frames} frames in {elapsed:.2f} s ({frames / elapsed:,.0f} frames/s), "
           f"{episodes} episodes, mean episode reward {mean:.2f}"
           + (f", written to {args.out}" if args.out else ""))
