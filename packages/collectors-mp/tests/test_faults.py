@@ -11,7 +11,14 @@ import time
 import pytest
 
 from reap_mp import MultiAsyncCollector, MultiSyncCollector, WorkerError
-from reap_mp.testing import RaisingPolicy, constant_policy, env_fn, pid_alive, shm_segments
+from reap_mp.testing import (
+    ConstantPolicy,
+    RaisingPolicy,
+    constant_policy,
+    env_fn,
+    pid_alive,
+    shm_segments,
+)
 
 FAST = "forkserver"
 
@@ -91,6 +98,22 @@ def test_restart_recreates_the_worker_and_carries_on(cls):
         assert collector.worker_pids[1] != old[1]
         if cls is MultiSyncCollector:
             assert all(b.batch_size == (3, 4) for b in batches)  # complete batches only
+
+
+def test_restarted_worker_runs_the_latest_weights():
+    trainer = ConstantPolicy(1.0)
+    collector = MultiSyncCollector([env_fn(), env_fn()], trainer.as_module(), frames_per_batch=8,
+                                   mp_start_method=FAST, on_worker_failure="restart")
+    with collector:
+        for weight in (2.0, 3.0):  # the second push reuses the kept copy in place
+            trainer.weight.data.fill_(weight)
+            collector.update_policy_weights_()
+            collector.next()
+        os.kill(collector.worker_pids[1], signal.SIGKILL)
+        batch = collector.next()
+        assert collector.worker_restarts[1] == 1
+        assert (batch["action"] == 3.0).all()
+        assert (batch["collector", "policy_version"] == 2).all()
 
 
 def test_restart_gives_up_after_max_restarts():

@@ -500,8 +500,17 @@ class _MultiCollector(BaseCollector):
         except WorkerError as exc:
             self._fail(exc.worker_idx, exc)
         if worker_ids is None:
-            self._last_weights = weights.detach().clone().cpu()
+            self._remember_weights(weights)
         return weights
+
+    def _remember_weights(self, weights: TensorDictBase) -> None:
+        """Keep what every worker now runs, for workers that restart later (in place, no allocation)."""
+        last = self._last_weights
+        if last is not None and set(last.keys(True, True)) == set(weights.keys(True, True)):
+            with torch.no_grad():
+                last.update_(weights)
+        else:
+            self._last_weights = weights.detach().cpu().clone()
 
     def _worker_ids(self, worker_ids) -> list[int]:
         if worker_ids is None:

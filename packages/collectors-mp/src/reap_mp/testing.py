@@ -110,10 +110,6 @@ class ConstantPolicy(torch.nn.Module):
         return TensorDictModule(self, in_keys=["observation"], out_keys=["action"])
 
 
-
-
-
-
 class RaisingPolicy:
     """A policy that raises ``KeyError(message)`` when called."""
 
