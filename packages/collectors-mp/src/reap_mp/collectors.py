@@ -33,7 +33,7 @@ from reap.collectors.base import BaseCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
 from reap.envs.base import EnvBase
 from reap.plugins import hook
-from reap.weight_update import as_weights
+from reap.weight_update import as_weights, weights_from_update_args
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
 from reap_mp._worker import ReplicatedEnv, collector_worker
 from reap_mp.weight_sync import (
@@ -462,18 +462,9 @@ class _MultiCollector(BaseCollector):
         collector was built with is the source (the trainer's module, updated in place).
         Workers load the weights before their next rollout; batches record the version.
         """
-        for name in ("policy", "weights", "policy_weights"):
-            if name in kwargs:
-                policy_or_weights = kwargs.pop(name)
-        if kwargs:
-            raise TypeError(f"update_policy_weights_: unexpected arguments {sorted(kwargs)}")
-        if model_id not in (None, "policy"):
-            raise ValueError(f"update_policy_weights_: model_id={model_id!r}; only 'policy' is synchronised")
-        if weights_dict is not None:
-            unknown = set(weights_dict) - {"policy"}
-            if unknown:
-                raise ValueError(f"update_policy_weights_: weights_dict has unknown models {sorted(unknown)}")
-            policy_or_weights = weights_dict.get("policy")
+        policy_or_weights = weights_from_update_args(
+            policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs
+        )
         self._check_open()
         self.weight_updater.push_weights(policy_or_weights, worker_ids=worker_ids)
 

@@ -61,6 +61,36 @@ def _leaf_keys(td: TensorDictBase) -> set[tuple[str, ...]]:
     return {k if isinstance(k, tuple) else (k,) for k in td.keys(include_nested=True, leaves_only=True)}
 
 
+def weights_from_update_args(policy_or_weights=None, *, model_id=None, weights_dict=None, **kwargs):
+    """The weights of an ``update_policy_weights_`` call, from any of TorchRL's spellings.
+
+    ``policy_or_weights`` positionally, or ``policy=`` / ``weights=`` / ``policy_weights=``, or
+    ``weights_dict={"policy": ...}``; ``model_id`` may only name ``"policy"``. Returns None when
+    no weights were given (the collector then reads its own source policy).
+
+    Examples:
+        >>> weights_from_update_args(weights_dict={"policy": {"w": 1}})
+        {'w': 1}
+        >>> weights_from_update_args(model_id="critic")
+        Traceback (most recent call last):
+        ...
+        ValueError: update_policy_weights_: model_id='critic'; only 'policy' is synchronised
+    """
+    for name in ("policy", "weights", "policy_weights"):
+        if name in kwargs:
+            policy_or_weights = kwargs.pop(name)
+    if kwargs:
+        raise TypeError(f"update_policy_weights_: unexpected arguments {sorted(kwargs)}")
+    if model_id not in (None, "policy"):
+        raise ValueError(f"update_policy_weights_: model_id={model_id!r}; only 'policy' is synchronised")
+    if weights_dict is not None:
+        unknown = set(weights_dict) - {"policy"}
+        if unknown:
+            raise ValueError(f"update_policy_weights_: weights_dict has unknown models {sorted(unknown)}")
+        policy_or_weights = weights_dict.get("policy")
+    return policy_or_weights
+
+
 class WeightUpdaterBase:
     """Pushes weights from the trainer to a collector (or to some of its workers)."""
 

@@ -38,7 +38,7 @@ from reap.collectors.trajectories import TrajIdCounter, split_trajectories
 from reap.envs.base import EnvBase
 from reap.envs.serial import SerialEnv
 from reap.plugins import get_collector_backend, hook
-from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase
+from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, weights_from_update_args
 
 LOCAL_BACKENDS = (None, "local", "direct")
 BACKEND_ALIASES = {"process": "mp"}
@@ -423,18 +423,9 @@ class Collector(BaseCollector):
         keywords ``policy=``/``weights=``. With no argument, the policy the collector was given
         is the source (a no-op when the collector runs that very object).
         """
-        for name in ("policy", "weights", "policy_weights"):
-            if name in kwargs:
-                policy_or_weights = kwargs.pop(name)
-        if kwargs:
-            raise TypeError(f"update_policy_weights_: unexpected arguments {sorted(kwargs)}")
-        if model_id not in (None, "policy"):
-            raise ValueError(f"update_policy_weights_: model_id={model_id!r}; this collector holds only 'policy'")
-        if weights_dict is not None:
-            unknown = set(weights_dict) - {"policy"}
-            if unknown:
-                raise ValueError(f"update_policy_weights_: weights_dict has unknown models {sorted(unknown)}")
-            policy_or_weights = weights_dict.get("policy")
+        policy_or_weights = weights_from_update_args(
+            policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs
+        )
         if policy_or_weights is None and self._source_policy is not None and self._source_policy is not self.policy:
             policy_or_weights = self._source_policy
         self.weight_updater.push_weights(policy_or_weights, worker_ids=worker_ids)
