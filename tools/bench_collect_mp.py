@@ -23,37 +23,16 @@ import statistics
 import time
 import warnings
 
-import gymnasium as gym
 import torch
+from bench_collect import ENVS, table
+from bench_collect import make_policy as linear_policy
 from torch import nn
-
-ENVS = ("Pendulum-v1", "CartPole-v1")
-
-
-class LinearPolicy(nn.Module):
-    """``nn.Linear`` over the observation; argmax of it when the action space is discrete."""
-
-    def __init__(self, obs_dim: int, act_dim: int, discrete: bool):
-        super().__init__()
-        self.linear = nn.Linear(obs_dim, act_dim)
-        self.discrete = discrete
-
-    def forward(self, observation: torch.Tensor) -> torch.Tensor:
-        out = self.linear(observation)
-        return out.argmax(-1) if self.discrete else out
 
 
 def make_policy(env_id: str):
     from tensordict.nn import TensorDictModule
 
-    env = gym.make(env_id)
-    discrete = isinstance(env.action_space, gym.spaces.Discrete)
-    act_dim = env.action_space.n if discrete else env.action_space.shape[0]
-    obs_dim = env.observation_space.shape[0]
-    env.close()
-    torch.manual_seed(0)
-    return TensorDictModule(LinearPolicy(obs_dim, act_dim, discrete), in_keys=["observation"],
-                            out_keys=["action"])
+    return TensorDictModule(linear_policy(env_id), in_keys=["observation"], out_keys=["action"])
 
 
 def big_mlp(obs_dim: int = 3) -> nn.Module:
@@ -133,11 +112,6 @@ def latency(collector, policy, repeats: int) -> float:
         next(it)
     collector.shutdown()
     return statistics.median(times)
-
-
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import pickle
@@ -250,6 +251,33 @@ def _shutdown_live() -> None:
             owner.shutdown()
         except Exception:  # noqa: BLE001 - interpreter exit: best effort, never raise
             pass
+
+
+@contextlib.contextmanager
+def worker_session(conn):
+    """The body of a worker process: errors go to the parent, then everything is closed.
+
+    Yields a list; append the ``close``/``shutdown`` callables of what the worker builds. An
+    exception in the body is sent back as ``("error", text, traceback)`` (the parent raises it
+    as a :class:`WorkerError`); a closed pipe or an interrupt just ends the worker.
+    """
+    closers: list = []
+    try:
+        yield closers
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        pass  # the parent went away or is shutting us down
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+        try:
+            conn.send(worker_error_message(exc))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        for close in reversed(closers):
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - closing on the way out is best effort
+                pass
+        conn.close()
 
 
 def worker_error_message(exc: BaseException) -> tuple[str, str, str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from reap_mp._procs import worker_error_message
+from reap_mp._procs import worker_session
 
 WORKER_KEY = ("collector", "worker_id")
 VERSION_KEY = ("collector", "policy_version")
@@ -42,8 +42,7 @@ def collector_worker(idx, conn, payload, traj_counter, scheme_state):
     from reap.plugins import hook
     from reap_mp.weight_sync import WeightSyncScheme
 
-    collector = None
-    try:
+    with worker_session(conn) as closers:
         spec = payload.obj
         torch.set_num_threads(spec["num_threads"])
         policy, factory = spec["policy"], spec["policy_factory"]
@@ -51,6 +50,7 @@ def collector_worker(idx, conn, payload, traj_counter, scheme_state):
             spec["create_env_fn"], policy, policy_factory=factory, worker_idx=idx,
             traj_id_counter=traj_counter, **spec["kwargs"],
         )
+        closers.append(collector.shutdown)
         collector.init_random_frames = spec["random_batches"] * collector.frames_per_batch
         receiver = WeightSyncScheme.make_receiver(scheme_state)
         weights_buffer = receiver.attach(collector.policy)
@@ -90,20 +90,6 @@ def collector_worker(idx, conn, payload, traj_counter, scheme_state):
                 break
             else:
                 raise ValueError(f"unknown command {command!r}")
-    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
-        pass  # the parent went away or is shutting us down
-    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-        try:
-            conn.send(worker_error_message(exc))
-        except Exception:  # noqa: BLE001
-            pass
-    finally:
-        if collector is not None:
-            try:
-                collector.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
-        conn.close()
 
 
 def _seed(collector, seed: int, static: bool):

@@ -34,16 +34,16 @@ from reap_mp._procs import (
     get_context,
     track,
     untrack,
-    worker_error_message,
+    worker_session,
 )
 
 
 def env_worker(idx, conn, payload):
-    env = None
-    try:
+    with worker_session(conn) as closers:
         create_env_fn, kwargs, num_threads, shared = payload.obj
         torch.set_num_threads(num_threads)
         env = create_env_fn(**kwargs)
+        closers.append(getattr(env, "close", lambda: None))
         if not isinstance(env, EnvBase):
             raise TypeError(f"create_env_fn returned {type(env).__name__}, expected a reap EnvBase")
         _, _, root_td, next_td = env.allocate(1)
@@ -81,20 +81,6 @@ def env_worker(idx, conn, payload):
                 break
             else:
                 raise ValueError(f"unknown command {command!r}")
-    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
-        pass
-    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-        try:
-            conn.send(worker_error_message(exc))
-        except Exception:  # noqa: BLE001
-            pass
-    finally:
-        if env is not None:
-            try:
-                env.close()
-            except Exception:  # noqa: BLE001
-                pass
-        conn.close()
 
 
 class ParallelEnv(EnvBase):
