@@ -48,6 +48,21 @@ def test_extend_add_len_and_ring():
     assert rb[1].item() == 25
 
 
+@pytest.mark.parametrize("storage", [LazyTensorStorage, LazyMemmapStorage])
+def test_indexing_sees_written_rows_only(storage):
+    rb = TensorDictReplayBuffer(storage=storage(10))
+    rb.extend(transitions(4))
+    assert rb[:]["action"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert rb[-1]["next", "reward"].item() == 3.0
+    assert rb[2:8].batch_size == (2,)
+    assert rb[::-2]["action"][:, 0].tolist() == [3.0, 1.0]
+    assert rb.storage[0]["action"].shape == (6,)
+    with pytest.raises(IndexError, match="index 4 is out of range: the storage holds 4 rows"):
+        rb[4]
+    with pytest.raises(IndexError, match="index -5 is out of range"):
+        rb[-5]
+
+
 def test_sample_shapes_and_info():
     torch.manual_seed(0)
     rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100), batch_size=8)

@@ -12,8 +12,8 @@ from reap_replay import (
     RandomSampler,
     SamplerWithoutReplacement,
     SliceSampler,
+    _warn,
 )
-from reap_replay import samplers as samplers_module
 
 
 def filled(n, capacity=None, data=None):
@@ -112,7 +112,7 @@ def test_prioritized_bad_arguments():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
 def test_cuda_tree_without_cuda_says_so_once(monkeypatch):
-    monkeypatch.setattr(samplers_module, "_WARNED", set())
+    monkeypatch.setattr(_warn, "_WARNED", set())
     with pytest.warns(RuntimeWarning, match="CUDA is unavailable"):
         sampler = PrioritizedSampler(4, alpha=0.5, beta=0.5, device="cuda")
     assert sampler.device.type == "cpu"

@@ -112,6 +112,18 @@ def test_same_draws_for_uniform_and_epoch_samplers():
     assert mine == theirs
 
 
+@pytest.mark.parametrize("storage", ["LazyTensorStorage", "LazyMemmapStorage"])
+def test_indexing_counts_only_written_rows(storage):
+    def fn(lib):
+        rb = lib.TensorDictReplayBuffer(storage=getattr(lib, storage)(10))
+        rb.extend(TensorDict({"a": torch.arange(4)}, [4]))
+        return [rb[:]["a"].tolist(), rb[1:3]["a"].tolist(), int(rb[-1]["a"]),
+                rb[2:8]["a"].tolist(), rb.storage[:]["a"].tolist()]
+
+    mine, theirs = run_both(fn)
+    assert mine == theirs == [[0, 1, 2, 3], [1, 2], 3, [2, 3], [0, 1, 2, 3]]
+
+
 def test_slice_sampler_info_keys():
     def fn(lib):
         traj = torch.tensor([0] * 5 + [1] * 3 + [2] * 6)

@@ -88,3 +88,41 @@ def test_bad_arguments():
     tree = PriorityTree(8)
     with pytest.raises(ValueError, match="value has 2 elements"):
         tree.update(torch.tensor([0, 1, 2]), torch.tensor([1.0, 2.0]))
+    with pytest.raises(IndexError, match="out of range"):
+        tree.update(torch.tensor([-1]), torch.tensor([1.0]))
+    with pytest.raises(ValueError, match="nothing to sample"):
+        tree.sample(torch.rand(4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_numpy_and_torch_paths_agree_bit_for_bit(dtype):
+    """The CPU fast path (NumPy views) and the device path (torch ops) are the same tree."""
+    fast = PriorityTree(1000, dtype=dtype, block_size=8)
+    plain = PriorityTree(1000, dtype=dtype, block_size=8, use_numpy=False)
+    assert fast.use_numpy and not plain.use_numpy
+    gen = torch.Generator().manual_seed(3)
+    # writes that start low and reach the last block, so the live-block bound grows
+    for high in (40, 300, 1000, 1000):
+        index = torch.randint(0, high, (200,), generator=gen)
+        value = torch.rand(200, generator=gen, dtype=dtype) * (index % 5).to(dtype)
+        for tree in (fast, plain):
+            tree.update(index, value)
+        assert torch.equal(fast.leaves(), plain.leaves())
+        assert float(fast.total()) == float(plain.total())
+        assert float(fast.min()) == float(plain.min())
+        uniform = torch.rand(512, generator=gen, dtype=torch.float64)
+        index_f, weight_f = fast.sample_with_weights(uniform, beta=0.4)
+        index_p, weight_p = plain.sample_with_weights(uniform, beta=0.4)
+        assert torch.equal(index_f, index_p)
+        torch.testing.assert_close(weight_f, weight_p, rtol=1e-6, atol=0)
+        assert bool((fast[index_f] > 0).all())
+        mass = uniform * float(fast.total()) * 1.1  # some past the end
+        assert torch.equal(fast.find_prefixsum(mass), plain.find_prefixsum(mass))
+
+
+def test_numpy_path_where_it_cannot_run_warns_and_uses_torch():
+    with pytest.warns(RuntimeWarning, match="use_numpy=True.*bfloat16"):
+        tree = PriorityTree(8, dtype=torch.bfloat16, use_numpy=True)
+    assert not tree.use_numpy
+    tree.update(torch.tensor([1, 2]), torch.tensor([1.0, 3.0]))
+    assert float(tree.total()) == 4.0

@@ -35,13 +35,13 @@ import torch
 from tensordict import TensorDictBase
 
 from reap_replay import checkpoint as ckpt
+from reap_replay._warn import _warn_once
 from reap_replay.samplers import (
     PrioritizedSampler,
     RandomSampler,
     Sampler,
     SamplerWithoutReplacement,
     SliceSampler,
-    _warn_once,
     priority_of,
 )
 from reap_replay.storages import LazyMemmapStorage, ListStorage, Storage, TensorStorage

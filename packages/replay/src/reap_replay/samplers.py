@@ -20,13 +20,12 @@ Examples:
 
 from __future__ import annotations
 
-import threading
-import warnings
-
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
-from reap_replay.trees import PriorityTree
+from reap_replay._warn import _warn_once
+from reap_replay.trees import PriorityTree, _as_numpy
 
 __all__ = [
     "PrioritizedSampler",
@@ -220,18 +219,6 @@ class SamplerWithoutReplacement(Sampler):
         return f"SamplerWithoutReplacement(drop_last={self.drop_last}, shuffle={self.shuffle})"
 
 
-_WARNED: set[str] = set()
-_WARN_LOCK = threading.Lock()
-
-
-def _warn_once(key: str, message: str) -> None:
-    with _WARN_LOCK:
-        if key in _WARNED:
-            return
-        _WARNED.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
 class PrioritizedSampler(Sampler):
     r"""Prioritized experience replay (Schaul et al., 2015) over a sum tree and a min tree.
 
@@ -345,7 +332,7 @@ class PrioritizedSampler(Sampler):
             self._tree = PriorityTree(self._max_capacity, device=device, dtype=self.dtype)
             self._tree.load_leaves(leaves)
             if self._max_priority is not None:
-                self._max_priority = self._max_priority.to(device)
+                self._max_priority = self._scalar(float(self._max_priority))
         self._device_requested = True
 
     # ------------------------------------------------------------ parameters
@@ -384,13 +371,10 @@ class PrioritizedSampler(Sampler):
         n = len(storage)
         if n == 0:
             raise RuntimeError(_EMPTY)
-        tree = self._tree
         uniform = torch.rand(batch_size, generator=self._rng, dtype=torch.float64)
-        if tree.device.type != "cpu":
-            uniform = uniform.to(tree.device)
-        index = tree.sample(uniform)
-        p = tree.leaves().index_select(0, index)
-        weight = (p / tree.min()).pow_(-self._beta).to(self.dtype)
+        if self.device.type != "cpu":
+            uniform = uniform.to(self.device)
+        index, weight = self._tree.sample_with_weights(uniform, self._beta, self.dtype)
         return index, {"priority_weight": weight}
 
     # ---------------------------------------------------------------- writes
@@ -411,34 +395,49 @@ class PrioritizedSampler(Sampler):
         the last value.
         """
         self._follow_storage(storage)
-        device = self._tree.device
-        index = torch.as_tensor(index, dtype=torch.long, device=device).reshape(-1)
-        priority = torch.as_tensor(priority, device=device).detach()
-        if priority.numel() == 1:
-            priority = priority.reshape(()).expand(index.numel())
-        else:
-            if priority.numel() != index.numel():
-                raise ValueError(
-                    f"priority has {priority.numel()} elements but index has {index.numel()}; "
-                    "pass one priority per index, or a single number"
-                )
-            priority = priority.reshape(-1)
-        if index.numel() == 0:
+        index, priority = self._arrays(index, priority)
+        n = index.shape[0]
+        if priority.shape[0] not in (1, n):
+            raise ValueError(
+                f"priority has {priority.shape[0]} elements but index has {n}; "
+                "pass one priority per index, or a single number"
+            )
+        if n == 0:
             return
-        low, high = (int(x) for x in torch.aminmax(index))
+        low, high = int(index.min()), int(index.max())
         if high >= self._max_capacity:
             raise IndexError(
                 f"priority index out of range: max_capacity={self._max_capacity}, got index {high}"
             )
         if low < 0:  # e.g. items a max-value writer did not store
             keep = index >= 0
-            index, priority = index[keep], priority[keep]
-            if index.numel() == 0:
+            index = index[keep]
+            priority = priority[keep] if priority.shape[0] > 1 else priority
+            if index.shape[0] == 0:
                 return
-        raw = priority.to(torch.float64).abs()
+        raw = abs(priority)
         top = raw.max()
-        self._max_priority = top if self._max_priority is None else torch.maximum(self._max_priority, top)
-        self._tree.update(index, raw.add_(self._eps).pow_(self._alpha))
+        self._max_priority = top if self._max_priority is None else self._maximum(self._max_priority, top)
+        self._tree.update(index, (raw + self._eps) ** self._alpha)
+
+    # The tree's kind of arrays: NumPy views on the CPU (a NumPy op costs a fraction of a torch
+    # op there), torch tensors elsewhere. The update above reads the same for both.
+    def _arrays(self, index, priority):
+        """``index`` (int64) and ``priority`` (float64) as flat arrays of the tree's kind."""
+        if self._tree.use_numpy:
+            return _as_numpy(index, np.int64), _as_numpy(priority, np.float64)
+        device = self._tree.device
+        index = torch.as_tensor(index, dtype=torch.long, device=device).reshape(-1)
+        priority = torch.as_tensor(priority, device=device).detach().reshape(-1)
+        return index, priority.to(torch.float64)
+
+    def _maximum(self, a, b):
+        return np.maximum(a, b) if self._tree.use_numpy else torch.maximum(a, b)
+
+    def _scalar(self, value: float):
+        if self._tree.use_numpy:
+            return np.float64(value)
+        return torch.tensor(value, device=self.device, dtype=torch.float64)
 
     # ----------------------------------------------------------------- state
     def _empty(self) -> None:
@@ -459,7 +458,7 @@ class PrioritizedSampler(Sampler):
         self._beta = float(state_dict["_beta"])
         self._eps = float(state_dict["_eps"])
         mp = state_dict.get("_max_priority")
-        self._max_priority = None if mp is None else torch.tensor(float(mp), device=self.device, dtype=torch.float64)
+        self._max_priority = None if mp is None else self._scalar(float(mp))
         self._tree.load_leaves(state_dict["_leaves"])
 
     def __repr__(self) -> str:

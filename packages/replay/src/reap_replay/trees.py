@@ -1,21 +1,28 @@
 """Sum and min trees over priorities, as flat torch tensors on one device.
 
 The tree is a segment tree of two levels under the root, which on a CPU or a GPU beats a binary
-tree: every operation is a handful of vectorised torch ops whatever the batch, and there is no
-Python loop over items or over the ``log2(capacity)`` levels of a binary tree.
+tree: every operation is a handful of vectorised ops whatever the batch, and there is no Python
+loop over items or over the ``log2(capacity)`` levels of a binary tree.
 
 * leaves: one value per slot, ``capacity`` rounded up to a power of two;
 * leaves hold the values in ``dtype``; block sums, block mins and every prefix sum are float64
   (prefix sums over a million float32 priorities would otherwise be off by several ulps of a
   single priority);
 * blocks: the sum and the min (over positive leaves) of each run of ``block_size`` leaves;
-* root: the sum and the min of the blocks, reduced on demand.
+* root: the sum and the min of the blocks, reduced on demand and kept until the next write.
 
-Sampling by prefix sum descends one level per op: ``searchsorted`` in the cumulative sums of the
-blocks, then a batched ``searchsorted`` in the cumulative sums of each chosen block's leaves.
-An update writes the leaves (duplicate indices: the last write wins, deterministically, on CPU
-and CUDA alike) and recomputes the touched blocks from their leaves, so no rounding error
-accumulates.
+Sampling by prefix sum descends one level per search: in the cumulative sums of the blocks,
+then, batched, in the cumulative sums of each chosen block's leaves. An update writes the leaves
+(duplicate indices: the last write wins, deterministically, on CPU and CUDA alike) and recomputes
+the touched blocks from their leaves, so no rounding error accumulates.
+
+On the CPU the index work (gathers, scatters, searches, comparisons) runs on NumPy views of the
+same tensors. A batch is some twenty such small ops, and a NumPy call costs a fraction of a torch
+op's dispatch, so this is most of the time saved. The state stays in the torch tensors, so
+devices, ``state_dict`` and checkpoints do not change. The scans and sums still run in torch on
+both paths: torch's ``cumsum`` is several times faster than NumPy's, and sharing those kernels
+keeps the two paths bit-identical. On CUDA every op is a torch op, with no host sync;
+``use_numpy=False`` forces that path on the CPU too.
 
 Examples:
     >>> import torch
@@ -29,9 +36,17 @@ Examples:
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from reap_replay._warn import _warn_once
+
 __all__ = ["PriorityTree"]
+
+_NOTHING_TO_SAMPLE = "every value in the PriorityTree is zero: there is nothing to sample"
+
+_NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+_UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
 
 
 def _next_pow2(n: int) -> int:
@@ -41,6 +56,24 @@ def _next_pow2(n: int) -> int:
 def _default_block_size(capacity: int) -> int:
     # sqrt-ish split, capped: 64 leaves per block measured fastest at 1M slots on CPU.
     return max(1, min(64, capacity >> 8))
+
+
+def _positive_min(rows: np.ndarray) -> np.ndarray:
+    """The min of each row over its positive entries (``inf`` where none), as float64.
+
+    Non-negative floats order as their bit patterns do read as unsigned ints; subtracting one
+    turns 0 into the largest int, so a single integer ``min`` skips the zeros.
+    """
+    low = (rows.view(_UINT[rows.dtype]) - 1).min(1) + 1
+    low = low.view(rows.dtype).astype(np.float64)
+    return np.where(low > 0, low, np.inf)
+
+
+def _as_numpy(x, dtype=None) -> np.ndarray:
+    """``x`` (tensor, array, number or list) as a flat NumPy array (of ``dtype`` if given)."""
+    if isinstance(x, torch.Tensor):
+        x = x.numpy(force=True)
+    return np.asarray(x, dtype=dtype).reshape(-1)
 
 
 class PriorityTree:
@@ -55,6 +88,9 @@ class PriorityTree:
             ``torch.float32``.
         block_size (int, optional): leaves per block, a power of two. Defaults to a size
             chosen from the capacity.
+        use_numpy (bool, optional): run the index work through NumPy views. Defaults to
+            ``True`` for float32 or float64 leaves on the CPU; asking for it elsewhere warns
+            once and uses torch ops.
 
     Unwritten slots count as 0 in the sum; the min is over the positive values (a zero value can
     never be sampled, so it does not bound the importance weights).
@@ -67,7 +103,9 @@ class PriorityTree:
         ([4.0], 4.0)
     """
 
-    def __init__(self, capacity: int, *, device="cpu", dtype=torch.float32, block_size=None):
+    def __init__(
+        self, capacity: int, *, device="cpu", dtype=torch.float32, block_size=None, use_numpy=None
+    ):
         if int(capacity) <= 0:
             raise ValueError(f"capacity must be a positive integer, got capacity={capacity}")
         if not dtype.is_floating_point:
@@ -85,7 +123,21 @@ class PriorityTree:
         self.block_size = bs
         self._shift = bs.bit_length() - 1
         self.num_blocks = size // bs
+        self.use_numpy = self._resolve_numpy(use_numpy)
         self.reset()
+
+    def _resolve_numpy(self, use_numpy) -> bool:
+        why = None
+        if self.device.type != "cpu":
+            why = f"the tree lives on {self.device}, which NumPy cannot reach"
+        elif self.dtype not in _NUMPY_DTYPES:
+            why = f"NumPy views of {self.dtype} leaves are not supported (float32, float64 are)"
+        if use_numpy is None:
+            return why is None
+        if use_numpy and why is not None:
+            _warn_once(f"tree-numpy-{why}", f"PriorityTree(use_numpy=True): {why}; it runs on torch ops.")
+            return False
+        return bool(use_numpy)
 
     def reset(self) -> None:
         """Sets every slot back to unwritten."""
@@ -97,8 +149,55 @@ class PriorityTree:
         self._zero = torch.zeros((), **kw64)
         self._prefix = torch.zeros(self.num_blocks + 1, **kw64)
         self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.int32)
+        self._stale = True  # the prefix sums and the root min need recomputing
+        self._root_min = None
+        # Blocks past the last one written hold zeros: the NumPy path leaves them out of the
+        # prefix sums (the torch path keeps them, as tracking this would cost a CUDA sync).
+        self._live_blocks = 1 if self.use_numpy else self.num_blocks
+        if self.use_numpy:  # views of the tensors above: the same memory
+            self._leaves_np = self._leaves.numpy()
+            self._rows_np = self._leaves_np.reshape(-1, self.block_size)
+            self._sum_np = self._sum_blocks.numpy()
+            self._min_np = self._min_blocks.numpy()
+            self._prefix_np = self._prefix.numpy()
+            self._scratch_np = self._scratch.numpy()
 
     # ---------------------------------------------------------------- writes
+    def update(self, index, value) -> None:
+        """Writes ``value`` at ``index`` (1-D, or a scalar value to broadcast).
+
+        ``index`` must lie in ``[0, size)``.
+        """
+        if self.use_numpy:
+            index, value = _as_numpy(index, np.int64), _as_numpy(value)
+        else:
+            index = torch.as_tensor(index, device=self.device, dtype=torch.long).reshape(-1)
+            value = torch.as_tensor(value, device=self.device, dtype=self.dtype).reshape(-1)
+        n = index.shape[0]
+        if value.shape[0] != n and value.shape[0] != 1:
+            raise ValueError(
+                f"value has {value.shape[0]} elements but index has {n}; "
+                "they must match (or value must be a scalar)."
+            )
+        if n == 0:
+            return
+        self._stale = True
+        if self.use_numpy:
+            self._update_numpy(index, value)
+        else:
+            self._update_torch(index, value.expand(n))
+
+    def _update_torch(self, index: torch.Tensor, value: torch.Tensor) -> None:
+        if index.numel() > 1:
+            value = self._last_write_values(index, value)
+        self._leaves.index_copy_(0, index, value)
+        # Recompute the touched blocks from their leaves (one gather serves the sum and the
+        # min); duplicate block ids write identical values, so the order does not matter.
+        block = index >> self._shift
+        rows = self._leaves.view(-1, self.block_size).index_select(0, block)
+        self._sum_blocks.index_copy_(0, block, rows.sum(1, dtype=torch.float64))
+        self._min_blocks.index_copy_(0, block, torch.where(rows > 0, rows, self._inf).amin(1).double())
+
     def _last_write_values(self, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """Gives every repeated index the value of its last occurrence (no sort, no Python loop).
 
@@ -111,28 +210,24 @@ class PriorityTree:
         self._scratch.scatter_reduce_(0, index, position, reduce="amax", include_self=False)
         return value.index_select(0, self._scratch.index_select(0, index))
 
-    def update(self, index: torch.Tensor, value: torch.Tensor) -> None:
-        """Writes ``value`` at ``index`` (1-D tensors, or a scalar value to broadcast)."""
-        index = torch.as_tensor(index, device=self.device, dtype=torch.long).reshape(-1)
-        value = torch.as_tensor(value, device=self.device, dtype=self.dtype).reshape(-1)
-        if value.numel() == 1 and index.numel() != 1:
-            value = value.expand(index.numel())
-        elif value.numel() != index.numel():
-            raise ValueError(
-                f"value has {value.numel()} elements but index has {index.numel()}; "
-                "they must match (or value must be a scalar)."
-            )
-        if index.numel() == 0:
-            return
-        if index.numel() > 1:
-            value = self._last_write_values(index, value)
-        self._leaves.index_copy_(0, index, value)
-        # Recompute the touched blocks from their leaves (one gather serves the sum and the
-        # min); duplicate block ids write identical values, so the order does not matter.
+    def _update_numpy(self, index: np.ndarray, value: np.ndarray) -> None:
+        """:meth:`_update_torch` on NumPy views; the block sums use the same torch kernel."""
+        low, high = int(index.min()), int(index.max())
+        if low < 0 or high >= self.size:  # NumPy would wrap a negative index around silently
+            raise IndexError(f"PriorityTree index out of range [0, {self.size}): got {low}..{high}")
+        self._live_blocks = max(self._live_blocks, (high >> self._shift) + 1)
+        if index.shape[0] > 1:
+            # Last write wins as in _last_write_values; NumPy's own order for repeated indices
+            # in an assignment is unspecified, ufunc.at's is not.
+            scratch = self._scratch_np
+            scratch[index] = -1
+            np.maximum.at(scratch, index, np.arange(index.shape[0], dtype=np.int32))
+            value = value[scratch[index]] if value.shape[0] > 1 else value
+        self._leaves_np[index] = value
         block = index >> self._shift
-        rows = self._leaves.view(-1, self.block_size).index_select(0, block)
-        self._sum_blocks.index_copy_(0, block, rows.sum(1, dtype=torch.float64))
-        self._min_blocks.index_copy_(0, block, torch.where(rows > 0, rows, self._inf).amin(1).double())
+        rows = self._rows_np.take(block, axis=0)
+        self._sum_np[block] = torch.from_numpy(rows).sum(1, dtype=torch.float64).numpy()
+        self._min_np[block] = _positive_min(rows)
 
     def load_leaves(self, values: torch.Tensor) -> None:
         """Replaces every leaf at once and rebuilds the blocks."""
@@ -143,6 +238,10 @@ class PriorityTree:
         rows = self._leaves.view(-1, self.block_size)
         self._sum_blocks.copy_(rows.sum(1, dtype=torch.float64))
         self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
+        if self.use_numpy:
+            written = np.flatnonzero(self._sum_np)
+            self._live_blocks = int(written[-1]) + 1 if written.size else 1
+        self._stale = True
 
     # ----------------------------------------------------------------- reads
     def __getitem__(self, index) -> torch.Tensor:
@@ -159,34 +258,72 @@ class PriorityTree:
 
     def min(self) -> torch.Tensor:
         """Min of the positive values (``inf`` when there is none)."""
-        return self._min_blocks.amin()
+        return self._refresh()[1]
 
-    def _block_prefix(self) -> torch.Tensor:
-        """``[0, cumsum(blocks)...]`` in a reused buffer: ``prefix[b]`` is the mass before block b."""
-        torch.cumsum(self._sum_blocks, 0, out=self._prefix[1:])
-        return self._prefix
+    def _refresh(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(prefix, root min)``, recomputed only after a write.
 
-    def find_prefixsum(self, mass: torch.Tensor) -> torch.Tensor:
+        ``prefix = [0, cumsum(block sums)...]``: ``prefix[b]`` is the mass before block b.
+        """
+        if self._stale:
+            live = self._live_blocks
+            torch.cumsum(self._sum_blocks[:live], 0, out=self._prefix[1 : live + 1])
+            self._root_min = self._min_blocks[:live].amin()
+            self._stale = False
+        return self._prefix, self._root_min
+
+    def find_prefixsum(self, mass) -> torch.Tensor:
         """For each ``m`` in ``mass``, the slot ``i`` with ``sum(v[:i]) <= m < sum(v[:i+1])``.
 
         Masses at or past the total land on the last positive slot. The slot found always holds
         a positive value (when any does).
         """
-        prefix = self._block_prefix()
+        prefix, _ = self._refresh()
+        if self.use_numpy:
+            total = self._prefix_np[self._live_blocks]
+            mass = np.minimum(_as_numpy(mass, np.float64), np.nextafter(total, 0))
+            return torch.from_numpy(self._descend_numpy(mass))
         mass = torch.as_tensor(mass, device=self.device, dtype=torch.float64).reshape(-1)
         mass = torch.minimum(mass, torch.nextafter(prefix[-1], self._zero))
-        return self._descend(prefix, mass)
+        return self._descend_torch(prefix, mass)
 
     def sample(self, uniform: torch.Tensor) -> torch.Tensor:
         """Slots drawn with probability ``v[i] / total()``, from ``uniform`` draws in ``[0, 1)``.
 
         ``uniform`` should be float64 (float32 draws are converted).
         """
-        prefix = self._block_prefix()
+        prefix, _ = self._refresh()
+        if self.use_numpy:
+            return torch.from_numpy(self._descend_numpy(self._masses_numpy(uniform)))
+        if self.device.type == "cpu" and not prefix[-1] > 0:  # a free check off CUDA
+            raise ValueError(_NOTHING_TO_SAMPLE)
         mass = uniform.to(device=self.device, dtype=torch.float64).reshape(-1) * prefix[-1]
-        return self._descend(prefix, mass)
+        return self._descend_torch(prefix, mass)
 
-    def _descend(self, prefix: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
+    def sample_with_weights(self, uniform: torch.Tensor, beta: float, dtype=torch.float32):
+        """:meth:`sample`, with the importance weight ``(v[i] / min()) ** -beta`` of each slot.
+
+        Returns ``(index, weight)``, the weights in ``dtype``.
+        """
+        prefix, root_min = self._refresh()
+        if not self.use_numpy:
+            index = self.sample(uniform)
+            p = self._leaves.index_select(0, index).double()
+            return index, (p / root_min).pow_(-beta).to(dtype)
+        index = self._descend_numpy(self._masses_numpy(uniform))
+        p = self._leaves_np[index].astype(np.float64)
+        weight = (p / root_min.item()) ** -beta
+        if dtype in _NUMPY_DTYPES:
+            return torch.from_numpy(index), torch.from_numpy(weight.astype(_NUMPY_DTYPES[dtype]))
+        return torch.from_numpy(index), torch.from_numpy(weight).to(dtype)
+
+    def _masses_numpy(self, uniform) -> np.ndarray:
+        total = self._prefix_np[self._live_blocks]
+        if not total > 0:
+            raise ValueError(_NOTHING_TO_SAMPLE)
+        return _as_numpy(uniform, np.float64) * total
+
+    def _descend_torch(self, prefix: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
         """Two searchsorted ops: the block, then the slot in it. No host sync.
 
         ``mass < total`` picks a block with a positive sum; the mass left inside it is kept
@@ -199,6 +336,23 @@ class PriorityTree:
         row_cs = row_cs.cumsum(1, dtype=torch.float64)
         rest = torch.minimum(rest, torch.nextafter(row_cs[:, -1], self._zero))
         inner = torch.searchsorted(row_cs, rest.unsqueeze(1), right=True).squeeze(1)
+        return (block << self._shift) + inner
+
+    def _descend_numpy(self, mass: np.ndarray) -> np.ndarray:
+        """:meth:`_descend_torch` on NumPy views; the row scan uses the same torch kernel.
+
+        The slot is the first ``j`` with ``row_cs[j] > rest`` (an ``argmax`` over the row; a
+        batched ``searchsorted`` is not in NumPy).
+        """
+        live = self._live_blocks
+        prefix = self._prefix_np
+        block = np.searchsorted(prefix[1 : live + 1], mass, side="right")
+        np.minimum(block, live - 1, out=block)
+        rest = mass - prefix[block]
+        rows = self._rows_np.take(block, axis=0)
+        row_cs = torch.from_numpy(rows).cumsum(1, dtype=torch.float64).numpy()
+        rest = np.minimum(rest, np.nextafter(row_cs[:, -1], 0.0))
+        inner = np.argmax(row_cs > rest[:, None], axis=1)
         return (block << self._shift) + inner
 
     def __repr__(self) -> str:
