@@ -146,6 +146,30 @@ def bench(lib: str, iters: int, rounds: int) -> dict[str, float]:
     return out
 
 
+def bench_tree_paths(iters: int, rounds: int) -> dict[str, float]:
+    """reap's ``PriorityTree`` alone, sample+update 256 at 100k filled, on each CPU path.
+
+    The CPU default runs the tree's index work on NumPy views of its tensors; ``use_numpy=False``
+    is the pure torch-op path that CUDA runs.
+    """
+    from reap_replay import PriorityTree
+
+    out = {}
+    for name, use_numpy in (("NumPy views (CPU default)", True), ("torch ops (CUDA path)", False)):
+        tree = PriorityTree(CAPACITY, use_numpy=use_numpy)
+        tree.update(torch.arange(FILLED), torch.rand(FILLED) * 10)
+        gen = torch.Generator().manual_seed(0)
+        values = [torch.rand(BATCH) for _ in range(8)]
+        k = iter(range(1 << 60))
+
+        def step(tree=tree, gen=gen, values=values, k=k):
+            index, _ = tree.sample_with_weights(torch.rand(BATCH, generator=gen, dtype=torch.float64), 0.5)
+            tree.update(index, values[next(k) % 8])
+
+        out[name] = timeit(step, iters, rounds)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
@@ -170,6 +194,9 @@ def main() -> None:
     for name in reap:
         ratio = trl[name] / reap[name]
         print(f"{name:<32}{reap[name]:>12.1f}{trl[name]:>14.1f}{ratio:>8.2f}x")
+    print("\nreap's PriorityTree alone, sample+update 256 at 100k filled:")
+    for name, us in bench_tree_paths(iters, rounds).items():
+        print(f"  {name:<30}{us:>12.1f} us")
 
 
 if __name__ == "__main__":
