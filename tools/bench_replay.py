@@ -16,7 +16,8 @@ segment-tree sources (``torchrl/csrc/segment_tree.h``) against it, once, into a 
 and plugs them in, so the comparison is against TorchRL's real C++ tree. If that is impossible
 it says so and prints TorchRL's prioritized column as unavailable.
 
-Timings are medians over rounds; ratios are TorchRL time / reap time (>1: reap is faster).
+Timings are medians over rounds, reap's and TorchRL's rounds taking turns; ratios are TorchRL
+time / reap time (>1: reap is faster).
 """
 
 from __future__ import annotations
@@ -53,16 +54,27 @@ def make_batch(n: int) -> TensorDict:
     )
 
 
-def timeit(fn, iters: int, rounds: int) -> float:
-    """Median over ``rounds`` of the mean time of ``iters`` calls, in microseconds."""
-    fn()
-    results = []
+def per_call_us(fn, iters: int) -> float:
+    """Mean time of ``iters`` calls of ``fn``, in microseconds."""
+    start = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - start) / iters * 1e6
+
+
+def timeit(fns: list, iters: int, rounds: int) -> list[float]:
+    """Median over ``rounds`` of each function's mean call time, in microseconds.
+
+    The functions take turns round by round, so a slow spell of the machine weighs on all of
+    them alike instead of on whichever ran then.
+    """
+    for fn in fns:
+        fn()
+    results = [[] for _ in fns]
     for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        results.append((time.perf_counter() - start) / iters * 1e6)
-    return statistics.median(results)
+        for fn, times in zip(fns, results):
+            times.append(per_call_us(fn, iters))
+    return [statistics.median(times) for times in results]
 
 
 def torchrl_prioritized_status() -> str | None:
@@ -104,7 +116,8 @@ def torchrl_prioritized_status() -> str | None:
     return None
 
 
-def bench(lib: str, iters: int, rounds: int) -> dict[str, float]:
+def cases(lib: str) -> dict:
+    """``{operation: fn}`` for one library, its buffers built and filled."""
     if lib == "reap":
         from reap_replay import (
             LazyTensorStorage,
@@ -119,16 +132,15 @@ def bench(lib: str, iters: int, rounds: int) -> dict[str, float]:
         )
     out = {}
     batches = [make_batch(EXTEND_ROWS) for _ in range(4)]
-    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
     k = iter(range(1 << 60))
-    out["extend 1000"] = timeit(lambda: rb.extend(batches[next(k) % 4]), iters, rounds)
-    rb.empty()
+    writes = TensorDictReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
+    out["extend 1000"] = lambda: writes.extend(batches[next(k) % 4])
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
     for _ in range(FILLED // EXTEND_ROWS):
         rb.extend(make_batch(EXTEND_ROWS))
-    out["sample 256"] = timeit(lambda: rb.sample(), iters, rounds)
+    out["sample 256"] = rb.sample
     if lib == "torchrl" and (why := torchrl_prioritized_status()) is not None:
         print(f"TorchRL prioritized: unavailable ({why})")
-        out["prioritized sample+update 256"] = float("nan")
         return out
     prb = TensorDictPrioritizedReplayBuffer(
         alpha=0.7, beta=0.5, storage=LazyTensorStorage(CAPACITY), batch_size=BATCH
@@ -142,7 +154,7 @@ def bench(lib: str, iters: int, rounds: int) -> dict[str, float]:
         sample = prb.sample()
         prb.update_priority(sample["index"], new_priority[next(k) % 8])
 
-    out["prioritized sample+update 256"] = timeit(prioritized, iters, rounds)
+    out["prioritized sample+update 256"] = prioritized
     return out
 
 
@@ -154,7 +166,7 @@ def bench_tree_paths(iters: int, rounds: int) -> dict[str, float]:
     """
     from reap_replay import PriorityTree
 
-    out = {}
+    steps = {}
     for name, use_numpy in (("NumPy views (CPU default)", True), ("torch ops (CUDA path)", False)):
         tree = PriorityTree(CAPACITY, use_numpy=use_numpy)
         tree.update(torch.arange(FILLED), torch.rand(FILLED) * 10)
@@ -166,8 +178,8 @@ def bench_tree_paths(iters: int, rounds: int) -> dict[str, float]:
             index, _ = tree.sample_with_weights(torch.rand(BATCH, generator=gen, dtype=torch.float64), 0.5)
             tree.update(index, values[next(k) % 8])
 
-        out[name] = timeit(step, iters, rounds)
-    return out
+        steps[name] = step
+    return dict(zip(steps, timeit(list(steps.values()), iters, rounds)))
 
 
 def main() -> None:
@@ -179,7 +191,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("RL_WARNINGS", "0")
-    iters, rounds = (50, 3) if args.quick else (200, 5)
+    iters, rounds = (50, 3) if args.quick else (100, 11)
     try:
         import torchrl  # noqa: F401
     except ImportError:
@@ -187,13 +199,15 @@ def main() -> None:
     import logging
 
     logging.getLogger("torchrl").setLevel(logging.WARNING)
-    reap = bench("reap", iters, rounds)
-    trl = bench("torchrl", iters, rounds)
+    reap, trl = cases("reap"), cases("torchrl")
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, capacity {CAPACITY:,}")
     print(f"{'operation':<32}{'reap (us)':>12}{'TorchRL (us)':>14}{'ratio':>9}")
-    for name in reap:
-        ratio = trl[name] / reap[name]
-        print(f"{name:<32}{reap[name]:>12.1f}{trl[name]:>14.1f}{ratio:>8.2f}x")
+    for name, fn in reap.items():
+        if name not in trl:
+            print(f"{name:<32}{timeit([fn], iters, rounds)[0]:>12.1f}{'n/a':>14}")
+            continue
+        mine, theirs = timeit([fn, trl[name]], iters, rounds)
+        print(f"{name:<32}{mine:>12.1f}{theirs:>14.1f}{theirs / mine:>8.2f}x")
     print("\nreap's PriorityTree alone, sample+update 256 at 100k filled:")
     for name, us in bench_tree_paths(iters, rounds).items():
         print(f"  {name:<30}{us:>12.1f} us")

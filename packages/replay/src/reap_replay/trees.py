@@ -61,9 +61,13 @@ def _default_block_size(capacity: int) -> int:
 def _positive_min(rows: np.ndarray) -> np.ndarray:
     """The min of each row over its positive entries (``inf`` where none), as float64.
 
-    Non-negative floats order as their bit patterns do read as unsigned ints; subtracting one
-    turns 0 into the largest int, so a single integer ``min`` skips the zeros.
+    Rows without zeros (the usual case: priorities get ``eps`` added) take a plain ``min``.
+    Otherwise: non-negative floats order as their bit patterns do read as unsigned ints;
+    subtracting one turns 0 into the largest int, so a single integer ``min`` skips the zeros.
     """
+    low = rows.min(1)
+    if low.min() > 0:
+        return low.astype(np.float64)
     low = (rows.view(_UINT[rows.dtype]) - 1).min(1) + 1
     low = low.view(rows.dtype).astype(np.float64)
     return np.where(low > 0, low, np.inf)
@@ -258,7 +262,7 @@ class PriorityTree:
 
     def min(self) -> torch.Tensor:
         """Min of the positive values (``inf`` when there is none)."""
-        return self._refresh()[1]
+        return torch.as_tensor(self._refresh()[1], device=self.device)
 
     def _refresh(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(prefix, root min)``, recomputed only after a write.
@@ -268,7 +272,8 @@ class PriorityTree:
         if self._stale:
             live = self._live_blocks
             torch.cumsum(self._sum_blocks[:live], 0, out=self._prefix[1 : live + 1])
-            self._root_min = self._min_blocks[:live].amin()
+            mins = self._min_np[:live] if self.use_numpy else self._min_blocks[:live]
+            self._root_min = mins.min()  # a NumPy float on the NumPy path
             self._stale = False
         return self._prefix, self._root_min
 
@@ -312,7 +317,7 @@ class PriorityTree:
             return index, (p / root_min).pow_(-beta).to(dtype)
         index = self._descend_numpy(self._masses_numpy(uniform))
         p = self._leaves_np[index].astype(np.float64)
-        weight = (p / root_min.item()) ** -beta
+        weight = (p / root_min) ** -beta
         if dtype in _NUMPY_DTYPES:
             return torch.from_numpy(index), torch.from_numpy(weight.astype(_NUMPY_DTYPES[dtype]))
         return torch.from_numpy(index), torch.from_numpy(weight).to(dtype)
