@@ -90,6 +90,38 @@ def test_alpha_zero_is_uniform_and_negative_index_skipped():
     assert sampler._tree[torch.arange(4)].tolist() == [1.0, 1.0, 1.0, 0.0]
 
 
+def test_sampler_on_the_torch_op_tree_matches_the_numpy_tree(monkeypatch):
+    """The sampler's device path (torch tensors throughout, as on CUDA) run on the CPU."""
+    from reap_replay import samplers, trees
+
+    def run():
+        torch.manual_seed(5)
+        sampler = PrioritizedSampler(64, alpha=0.6, beta=0.4, eps=1e-3)
+        storage = filled(40, 64)
+        sampler.extend(torch.arange(40))
+        out = []
+        for step in range(5):
+            index, info = sampler.sample(storage, 32)
+            sampler.update_priority(index, torch.rand(32) * (step + 1))
+            sampler.update_priority(torch.tensor([3, -1, 3]), torch.tensor([0.5, 9.0, 2.0]))
+            out.append((index, info["priority_weight"]))
+        sampler.extend(torch.tensor([40]))
+        return sampler, out
+
+    fast, fast_out = run()
+    torch_tree = lambda *args, **kw: trees.PriorityTree(*args, use_numpy=False, **kw)  # noqa: E731
+    monkeypatch.setattr(samplers, "PriorityTree", torch_tree)
+    plain, plain_out = run()
+    assert fast._tree.use_numpy and not plain._tree.use_numpy
+    for (i_f, w_f), (i_p, w_p) in zip(fast_out, plain_out):
+        assert torch.equal(i_f, i_p)
+        torch.testing.assert_close(w_f, w_p)
+    assert torch.equal(fast._tree.leaves(), plain._tree.leaves())
+    assert fast._tree[torch.tensor([3])].item() == pytest.approx((2.0 + 1e-3) ** 0.6)
+    assert float(fast.default_priority) == float(plain.default_priority)
+    assert fast.state_dict()["_max_priority"] == plain.state_dict()["_max_priority"]
+
+
 def test_prioritized_bad_arguments():
     with pytest.raises(ValueError, match="alpha"):
         PrioritizedSampler(4, alpha=-0.1, beta=0.5)

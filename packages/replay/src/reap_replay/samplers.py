@@ -418,7 +418,7 @@ class PrioritizedSampler(Sampler):
         raw = abs(priority)
         top = raw.max()
         self._max_priority = top if self._max_priority is None else self._maximum(self._max_priority, top)
-        self._tree.update(index, (raw + self._eps) ** self._alpha)
+        self._tree._write(index, (raw + self._eps) ** self._alpha, high)  # index checked above
 
     # The tree's kind of arrays: NumPy views on the CPU (a NumPy op costs a fraction of a torch
     # op there), torch tensors elsewhere. The update above reads the same for both.

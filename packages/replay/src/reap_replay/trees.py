@@ -46,7 +46,6 @@ __all__ = ["PriorityTree"]
 _NOTHING_TO_SAMPLE = "every value in the PriorityTree is zero: there is nothing to sample"
 
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
-_UINT = {np.dtype(np.float32): np.uint32, np.dtype(np.float64): np.uint64}
 
 
 def _next_pow2(n: int) -> int:
@@ -58,19 +57,15 @@ def _default_block_size(capacity: int) -> int:
     return max(1, min(64, capacity >> 8))
 
 
-def _positive_min(rows: np.ndarray) -> np.ndarray:
+def _positive_min(rows: torch.Tensor) -> np.ndarray:
     """The min of each row over its positive entries (``inf`` where none), as float64.
 
-    Rows without zeros (the usual case: priorities get ``eps`` added) take a plain ``min``.
-    Otherwise: non-negative floats order as their bit patterns do read as unsigned ints;
-    subtracting one turns 0 into the largest int, so a single integer ``min`` skips the zeros.
+    Rows without zeros (the usual case: priorities get ``eps`` added) take a plain ``amin``.
     """
-    low = rows.min(1)
+    low = rows.amin(1).numpy()
     if low.min() > 0:
         return low.astype(np.float64)
-    low = (rows.view(_UINT[rows.dtype]) - 1).min(1) + 1
-    low = low.view(rows.dtype).astype(np.float64)
-    return np.where(low > 0, low, np.inf)
+    return torch.where(rows > 0, rows, torch.inf).amin(1).double().numpy()
 
 
 def _as_numpy(x, dtype=None) -> np.ndarray:
@@ -185,11 +180,24 @@ class PriorityTree:
             )
         if n == 0:
             return
+        if self.use_numpy:
+            low, high = int(index.min()), int(index.max())
+            if low < 0 or high >= self.size:  # NumPy would wrap a negative index around silently
+                raise IndexError(f"PriorityTree index out of range [0, {self.size}): got {low}..{high}")
+        else:
+            high = None  # reading it back would sync with the device
+        self._write(index, value, high)
+
+    def _write(self, index, value, high: int | None) -> None:
+        """:meth:`update` for checked, non-empty arrays of the tree's kind (``high``: max index).
+
+        :class:`PrioritizedSampler` calls it directly, having checked the indices itself.
+        """
         self._stale = True
         if self.use_numpy:
-            self._update_numpy(index, value)
+            self._update_numpy(index, value, high)
         else:
-            self._update_torch(index, value.expand(n))
+            self._update_torch(index, value.to(self.dtype).expand(index.shape[0]))
 
     def _update_torch(self, index: torch.Tensor, value: torch.Tensor) -> None:
         if index.numel() > 1:
@@ -199,7 +207,7 @@ class PriorityTree:
         # min); duplicate block ids write identical values, so the order does not matter.
         block = index >> self._shift
         rows = self._leaves.view(-1, self.block_size).index_select(0, block)
-        self._sum_blocks.index_copy_(0, block, rows.sum(1, dtype=torch.float64))
+        self._sum_blocks.index_copy_(0, block, rows.double().sum(1))
         self._min_blocks.index_copy_(0, block, torch.where(rows > 0, rows, self._inf).amin(1).double())
 
     def _last_write_values(self, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -214,11 +222,8 @@ class PriorityTree:
         self._scratch.scatter_reduce_(0, index, position, reduce="amax", include_self=False)
         return value.index_select(0, self._scratch.index_select(0, index))
 
-    def _update_numpy(self, index: np.ndarray, value: np.ndarray) -> None:
+    def _update_numpy(self, index: np.ndarray, value: np.ndarray, high: int) -> None:
         """:meth:`_update_torch` on NumPy views; the block sums use the same torch kernel."""
-        low, high = int(index.min()), int(index.max())
-        if low < 0 or high >= self.size:  # NumPy would wrap a negative index around silently
-            raise IndexError(f"PriorityTree index out of range [0, {self.size}): got {low}..{high}")
         self._live_blocks = max(self._live_blocks, (high >> self._shift) + 1)
         if index.shape[0] > 1:
             # Last write wins as in _last_write_values; NumPy's own order for repeated indices
@@ -230,7 +235,8 @@ class PriorityTree:
         self._leaves_np[index] = value
         block = index >> self._shift
         rows = self._rows_np.take(block, axis=0)
-        self._sum_np[block] = torch.from_numpy(rows).sum(1, dtype=torch.float64).numpy()
+        rows = torch.from_numpy(rows)
+        self._sum_np[block] = rows.double().sum(1).numpy()
         self._min_np[block] = _positive_min(rows)
 
     def load_leaves(self, values: torch.Tensor) -> None:
@@ -240,7 +246,7 @@ class PriorityTree:
             raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
         self._leaves.copy_(values)
         rows = self._leaves.view(-1, self.block_size)
-        self._sum_blocks.copy_(rows.sum(1, dtype=torch.float64))
+        self._sum_blocks.copy_(rows.double().sum(1))
         self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
         if self.use_numpy:
             written = np.flatnonzero(self._sum_np)
@@ -338,7 +344,7 @@ class PriorityTree:
         block = torch.searchsorted(prefix[1:], mass, right=True).clamp_max_(self.num_blocks - 1)
         rest = mass - prefix.index_select(0, block)
         row_cs = self._leaves.view(-1, self.block_size).index_select(0, block)
-        row_cs = row_cs.cumsum(1, dtype=torch.float64)
+        row_cs = row_cs.double().cumsum(1)
         rest = torch.minimum(rest, torch.nextafter(row_cs[:, -1], self._zero))
         inner = torch.searchsorted(row_cs, rest.unsqueeze(1), right=True).squeeze(1)
         return (block << self._shift) + inner
@@ -347,7 +353,7 @@ class PriorityTree:
         """:meth:`_descend_torch` on NumPy views; the row scan uses the same torch kernel.
 
         The slot is the first ``j`` with ``row_cs[j] > rest`` (an ``argmax`` over the row; a
-        batched ``searchsorted`` is not in NumPy).
+        batched ``searchsorted`` is not in NumPy, and torch's costs more here).
         """
         live = self._live_blocks
         prefix = self._prefix_np
