@@ -1,9 +1,11 @@
 """Collection speed: reap vs the raw gymnasium loop (the ceiling) and TorchRL (the peer).
 
 Every case runs the same ``nn.Linear`` policy (argmax over it for discrete actions) for the same
-number of frames, one after the other in this process. Ratios are frames/s over the raw loop's.
+number of frames, in this process. The cases of one env take turns for ``--rounds`` rounds and
+each reports its median frames/s, so a slow spell of the machine weighs on all of them alike.
+Ratios are frames/s over the raw loop's.
 
-    uv run --group bench python tools/bench_collect.py [--frames 20000] [--cases local]
+    uv run --group bench python tools/bench_collect.py [--frames 20000] [--rounds 5] [--cases local]
 
 TorchRL columns appear when torchrl is installed (the ``bench`` dependency group).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -105,9 +108,19 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 
 
+def median_rates(cases: dict, rounds: int, *args) -> dict[str, float]:
+    """``{name: median frames/s}`` of ``cases`` (``{name: run(*args) -> frames/s}``), in turns."""
+    rates = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, run in cases.items():
+            rates[name].append(run(*args))
+    return {name: statistics.median(r) for name, r in rates.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5, help="turns per case; the median is shown")
     parser.add_argument("--envs", nargs="*", default=list(ENVS))
     parser.add_argument("--num-envs", nargs="*", type=int, default=[1, 8])
     parser.add_argument("--no-torchrl", action="store_true", help="skip TorchRL even if installed")
@@ -119,15 +132,16 @@ def main() -> None:
     rows = [["env", "envs", "collector", "frames/s", "x raw", "x torchrl"]]
     for env_id in args.envs:
         for num_envs in args.num_envs:
-            raw = raw_loop(env_id, num_envs, args.frames)
-            peer = torchrl_collector(env_id, num_envs, args.frames) if with_torchrl else None
-            rows.append([env_id, str(num_envs), "raw gymnasium", f"{raw:,.0f}", "1.00", ""])
-            if peer is not None:
-                rows.append([env_id, str(num_envs), "torchrl Collector", f"{peer:,.0f}", f"{peer / raw:.2f}", "1.00"])
+            cases = {"raw gymnasium": raw_loop}
+            if with_torchrl:
+                cases["torchrl Collector"] = torchrl_collector
             if "local" in args.cases:
-                fps = reap_collector(env_id, num_envs, args.frames)
-                ratio = f"{fps / peer:.1f}" if peer else "-"
-                rows.append([env_id, str(num_envs), "reap Collector", f"{fps:,.0f}", f"{fps / raw:.2f}", ratio])
+                cases["reap Collector"] = reap_collector
+            rates = median_rates(cases, args.rounds, env_id, num_envs, args.frames)
+            raw, peer = rates["raw gymnasium"], rates.get("torchrl Collector")
+            for name, fps in rates.items():
+                vs_peer = "" if peer is None or name == "raw gymnasium" else f"{fps / peer:.1f}"
+                rows.append([env_id, str(num_envs), name, f"{fps:,.0f}", f"{fps / raw:.2f}", vs_peer])
     print(table(rows))
 
 
