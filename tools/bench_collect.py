@@ -108,13 +108,16 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 
 
-def median_rates(cases: dict, rounds: int, *args) -> dict[str, float]:
-    """``{name: median frames/s}`` of ``cases`` (``{name: run(*args) -> frames/s}``), in turns."""
-    rates = {name: [] for name in cases}
+def median_in_turns(cases: dict, rounds: int, *args) -> dict:
+    """``{name: median of run(*args)}`` for ``cases = {name: run}``, the runs taking turns.
+
+    One round calls every case once, so a slow spell of the machine weighs on all of them alike.
+    """
+    results = {name: [] for name in cases}
     for _ in range(rounds):
         for name, run in cases.items():
-            rates[name].append(run(*args))
-    return {name: statistics.median(r) for name, r in rates.items()}
+            results[name].append(run(*args))
+    return {name: statistics.median(r) for name, r in results.items()}
 
 
 def main() -> None:
@@ -137,7 +140,7 @@ def main() -> None:
                 cases["torchrl Collector"] = torchrl_collector
             if "local" in args.cases:
                 cases["reap Collector"] = reap_collector
-            rates = median_rates(cases, args.rounds, env_id, num_envs, args.frames)
+            rates = median_in_turns(cases, args.rounds, env_id, num_envs, args.frames)
             raw, peer = rates["raw gymnasium"], rates.get("torchrl Collector")
             for name, fps in rates.items():
                 vs_peer = "" if peer is None or name == "raw gymnasium" else f"{fps / peer:.1f}"

@@ -23,14 +23,17 @@ time / reap time (>1: reap is faster).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import statistics
 import sys
 import time
 import warnings
 
 import torch
 from tensordict import TensorDict
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_collect import median_in_turns  # noqa: E402
 
 CAPACITY = 1_000_000
 FILLED = 100_000
@@ -65,16 +68,12 @@ def per_call_us(fn, iters: int) -> float:
 def timeit(fns: list, iters: int, rounds: int) -> list[float]:
     """Median over ``rounds`` of each function's mean call time, in microseconds.
 
-    The functions take turns round by round, so a slow spell of the machine weighs on all of
-    them alike instead of on whichever ran then.
+    The functions take turns round by round (see ``median_in_turns``).
     """
     for fn in fns:
         fn()
-    results = [[] for _ in fns]
-    for _ in range(rounds):
-        for fn, times in zip(fns, results):
-            times.append(per_call_us(fn, iters))
-    return [statistics.median(times) for times in results]
+    cases = {i: functools.partial(per_call_us, fn) for i, fn in enumerate(fns)}
+    return list(median_in_turns(cases, rounds, iters).values())
 
 
 def torchrl_prioritized_status() -> str | None:

@@ -265,6 +265,10 @@ def test_update_policy_weights_forms():
         c.update_policy_weights_({"w": torch.zeros(1)})
     with pytest.raises(ValueError, match="model_id='critic'"):
         c.update_policy_weights_(module, model_id="critic")
+    with pytest.raises(ValueError, match=r"weights_dict has unknown models \['critic'\]"):
+        c.update_policy_weights_(weights_dict={"critic": {}})
+    with pytest.raises(TypeError, match=r"unexpected arguments \['params'\]"):
+        c.update_policy_weights_(params=module)
     with pytest.raises(ValueError, match="only worker 0"):
         c.update_policy_weights_(module, worker_ids=[1])
     c.shutdown()

@@ -142,8 +142,7 @@ def open_writer(out: str, capacity: int):
     """The writer for ``--out``: a reap-replay buffer when installed, else a tensordict memmap."""
     from reap.plugins import PluginNotInstalledError, resolve_export
 
-    path = Path(out)
-    check_out_dir(path)
+    path = Path(out)  # collect() has checked it is new or empty
     try:
         storage_cls = resolve_export("LazyMemmapStorage")
         buffer_cls = resolve_export("TensorDictReplayBuffer")
@@ -227,7 +226,7 @@ def collect(args) -> None:
     mean = reward_sum / episodes if episodes else float("nan")
     if writer is not None:
         writer.close()
-        write_run_meta(Path(args.out), {
+        write_run_meta(writer.path, {
             "format": "reap-collect", "version": 1, "env": args.env, "frames": frames,
             "episodes": episodes, "backend": args.backend, "workers": args.workers,
             "num_envs": args.num_envs, "seed": args.seed, "writer": type(writer).__name__})

@@ -25,7 +25,7 @@ import torch
 from tensordict import TensorDictBase
 
 from reap_replay._warn import _warn_once
-from reap_replay.trees import PriorityTree, _as_numpy
+from reap_replay.trees import PriorityTree
 
 __all__ = [
     "PrioritizedSampler",
@@ -395,7 +395,7 @@ class PrioritizedSampler(Sampler):
         the last value.
         """
         self._follow_storage(storage)
-        index, priority = self._arrays(index, priority)
+        index, priority = self._tree._as_arrays(index, priority, torch.float64)
         n = index.shape[0]
         if priority.shape[0] not in (1, n):
             raise ValueError(
@@ -420,17 +420,8 @@ class PrioritizedSampler(Sampler):
         self._max_priority = top if self._max_priority is None else self._maximum(self._max_priority, top)
         self._tree._write(index, (raw + self._eps) ** self._alpha, high)  # index checked above
 
-    # The tree's kind of arrays: NumPy views on the CPU (a NumPy op costs a fraction of a torch
-    # op there), torch tensors elsewhere. The update above reads the same for both.
-    def _arrays(self, index, priority):
-        """``index`` (int64) and ``priority`` (float64) as flat arrays of the tree's kind."""
-        if self._tree.use_numpy:
-            return _as_numpy(index, np.int64), _as_numpy(priority, np.float64)
-        device = self._tree.device
-        index = torch.as_tensor(index, dtype=torch.long, device=device).reshape(-1)
-        priority = torch.as_tensor(priority, device=device).detach().reshape(-1)
-        return index, priority.to(torch.float64)
-
+    # The tree's kind of arrays (NumPy on the CPU, torch elsewhere): the update above reads the
+    # same for both.
     def _maximum(self, a, b):
         return np.maximum(a, b) if self._tree.use_numpy else torch.maximum(a, b)
 

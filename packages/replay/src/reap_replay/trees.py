@@ -167,11 +167,7 @@ class PriorityTree:
 
         ``index`` must lie in ``[0, size)``.
         """
-        if self.use_numpy:
-            index, value = _as_numpy(index, np.int64), _as_numpy(value)
-        else:
-            index = torch.as_tensor(index, device=self.device, dtype=torch.long).reshape(-1)
-            value = torch.as_tensor(value, device=self.device, dtype=self.dtype).reshape(-1)
+        index, value = self._as_arrays(index, value)
         n = index.shape[0]
         if value.shape[0] != n and value.shape[0] != 1:
             raise ValueError(
@@ -187,6 +183,16 @@ class PriorityTree:
         else:
             high = None  # reading it back would sync with the device
         self._write(index, value, high)
+
+    def _as_arrays(self, index, value, value_dtype: torch.dtype | None = None):
+        """``index`` (int64) and ``value`` (``value_dtype``, default the tree's) as flat arrays
+        of the tree's kind: NumPy on its CPU path, torch tensors on its device otherwise."""
+        value_dtype = value_dtype or self.dtype
+        if self.use_numpy:
+            return _as_numpy(index, np.int64), _as_numpy(value, _NUMPY_DTYPES[value_dtype])
+        index = torch.as_tensor(index, device=self.device, dtype=torch.long).reshape(-1)
+        value = torch.as_tensor(value, device=self.device).detach().reshape(-1)
+        return index, value.to(value_dtype)
 
     def _write(self, index, value, high: int | None) -> None:
         """:meth:`update` for checked, non-empty arrays of the tree's kind (``high``: max index).
@@ -234,8 +240,7 @@ class PriorityTree:
             value = value[scratch[index]] if value.shape[0] > 1 else value
         self._leaves_np[index] = value
         block = index >> self._shift
-        rows = self._rows_np.take(block, axis=0)
-        rows = torch.from_numpy(rows)
+        rows = torch.from_numpy(self._rows_np.take(block, axis=0))
         self._sum_np[block] = rows.double().sum(1).numpy()
         self._min_np[block] = _positive_min(rows)
 
