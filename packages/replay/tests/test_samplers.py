@@ -122,6 +122,19 @@ def test_sampler_on_the_torch_op_tree_matches_the_numpy_tree(monkeypatch):
     assert fast.state_dict()["_max_priority"] == plain.state_dict()["_max_priority"]
 
 
+@pytest.mark.parametrize("use_numpy", [True, False])
+def test_priorities_that_require_grad_are_read_detached(use_numpy, monkeypatch):
+    from reap_replay import samplers, trees
+
+    tree = lambda *args, **kw: trees.PriorityTree(*args, use_numpy=use_numpy, **kw)  # noqa: E731
+    monkeypatch.setattr(samplers, "PriorityTree", tree)
+    sampler = PrioritizedSampler(8, alpha=1.0, beta=1.0, eps=0.0)
+    td_error = (torch.tensor([1.0, 2.0, 4.0], requires_grad=True) * 2).abs()  # a loss's output
+    sampler.update_priority(torch.tensor([0, 1, 2]), td_error)
+    assert sampler._tree[torch.arange(3)].tolist() == [2.0, 4.0, 8.0]
+    assert float(sampler.default_priority) == 8.0 and td_error.requires_grad
+
+
 def test_prioritized_bad_arguments():
     with pytest.raises(ValueError, match="alpha"):
         PrioritizedSampler(4, alpha=-0.1, beta=0.5)

@@ -371,9 +371,7 @@ class PrioritizedSampler(Sampler):
         n = len(storage)
         if n == 0:
             raise RuntimeError(_EMPTY)
-        uniform = torch.rand(batch_size, generator=self._rng, dtype=torch.float64)
-        if self.device.type != "cpu":
-            uniform = uniform.to(self.device)
+        uniform = torch.rand(batch_size, generator=self._rng, dtype=torch.float64)  # the tree moves it
         index, weight = self._tree.sample_with_weights(uniform, self._beta, self.dtype)
         return index, {"priority_weight": weight}
 
@@ -387,12 +385,11 @@ class PrioritizedSampler(Sampler):
     def mark_update(self, index, *, storage=None) -> None:
         self.update_priority(index, self.default_priority, storage=storage)
 
-    @torch.no_grad()
     def update_priority(self, index, priority, *, storage=None) -> None:
         """Sets the priority of the items at ``index`` (negative indices are skipped).
 
         ``priority`` is a number or a tensor with one value per index; duplicate indices keep
-        the last value.
+        the last value. A priority that requires grad is read detached.
         """
         self._follow_storage(storage)
         index, priority = self._tree._as_arrays(index, priority, torch.float64)

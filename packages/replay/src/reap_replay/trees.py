@@ -19,10 +19,10 @@ the touched blocks from their leaves, so no rounding error accumulates.
 On the CPU the index work (gathers, scatters, searches, comparisons) runs on NumPy views of the
 same tensors. A batch is some twenty such small ops, and a NumPy call costs a fraction of a torch
 op's dispatch, so this is most of the time saved. The state stays in the torch tensors, so
-devices, ``state_dict`` and checkpoints do not change. The scans and sums still run in torch on
-both paths: torch's ``cumsum`` is several times faster than NumPy's, and sharing those kernels
-keeps the two paths bit-identical. On CUDA every op is a torch op, with no host sync;
-``use_numpy=False`` forces that path on the CPU too.
+devices, ``state_dict`` and checkpoints do not change. Every sum adds left to right on both
+paths, so the two agree to the bit; only the running sums inside the sampled blocks stay a torch
+op (NumPy has no fast running sum along a short axis). On CUDA every op is a torch op, with no
+host sync; ``use_numpy=False`` forces that path on the CPU too.
 
 Examples:
     >>> import torch
@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from reap_replay._memory import advise_huge_pages
 from reap_replay._warn import _warn_once
 
 __all__ = ["PriorityTree"]
@@ -57,15 +58,29 @@ def _default_block_size(capacity: int) -> int:
     return max(1, min(64, capacity >> 8))
 
 
-def _positive_min(rows: torch.Tensor) -> np.ndarray:
-    """The min of each row over its positive entries (``inf`` where none), as float64.
+def _block_sums(rows):
+    """The float64 sum of each row of ``rows`` (a tensor), added left to right.
 
-    Rows without zeros (the usual case: priorities get ``eps`` added) take a plain ``amin``.
+    The order is fixed so both paths agree to the bit: it is the last running sum of the row,
+    and what the NumPy path's column reduction in :func:`_block_stats_numpy` computes.
     """
-    low = rows.amin(1).numpy()
-    if low.min() > 0:
-        return low.astype(np.float64)
-    return torch.where(rows > 0, rows, torch.inf).amin(1).double().numpy()
+    return rows.cumsum(1, dtype=torch.float64)[:, -1]
+
+
+def _block_stats_numpy(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sums, positive mins)`` of each row of ``rows``, as :func:`_block_sums` and the torch
+    path's min over positive entries (``inf`` where none).
+
+    Both reduce the transposed rows along axis 0, which NumPy vectorises across the rows (it
+    would not along a short axis 1) and adds in order. Rows without zeros (the usual case:
+    priorities get ``eps`` added) take a plain min.
+    """
+    cols = np.ascontiguousarray(rows.T)
+    sums = np.add.reduce(cols, axis=0, dtype=np.float64)
+    low = np.minimum.reduce(cols, axis=0)
+    if not low.min() > 0:
+        low = np.minimum.reduce(np.where(cols > 0, cols, np.inf), axis=0)
+    return sums, low
 
 
 def _as_numpy(x, dtype=None) -> np.ndarray:
@@ -141,13 +156,13 @@ class PriorityTree:
     def reset(self) -> None:
         """Sets every slot back to unwritten."""
         kw64 = {"device": self.device, "dtype": torch.float64}
-        self._leaves = torch.zeros(self.size, device=self.device, dtype=self.dtype)
+        self._leaves = self._huge_zeros(self.dtype)
         self._sum_blocks = torch.zeros(self.num_blocks, **kw64)
         self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw64)
         self._inf = torch.tensor(float("inf"), device=self.device, dtype=self.dtype)
         self._zero = torch.zeros((), **kw64)
         self._prefix = torch.zeros(self.num_blocks + 1, **kw64)
-        self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.int32)
+        self._scratch = self._huge_zeros(torch.int32)
         self._stale = True  # the prefix sums and the root min need recomputing
         self._root_min = None
         # Blocks past the last one written hold zeros: the NumPy path leaves them out of the
@@ -160,6 +175,12 @@ class PriorityTree:
             self._min_np = self._min_blocks.numpy()
             self._prefix_np = self._prefix.numpy()
             self._scratch_np = self._scratch.numpy()
+
+    def _huge_zeros(self, dtype) -> torch.Tensor:
+        """``size`` zeros on huge pages where the kernel allows (read at random slots)."""
+        out = torch.empty(self.size, device=self.device, dtype=dtype)
+        advise_huge_pages(out)  # before the first touch: see reap_replay._memory
+        return out.zero_()
 
     # ---------------------------------------------------------------- writes
     def update(self, index, value) -> None:
@@ -213,7 +234,7 @@ class PriorityTree:
         # min); duplicate block ids write identical values, so the order does not matter.
         block = index >> self._shift
         rows = self._leaves.view(-1, self.block_size).index_select(0, block)
-        self._sum_blocks.index_copy_(0, block, rows.double().sum(1))
+        self._sum_blocks.index_copy_(0, block, _block_sums(rows))
         self._min_blocks.index_copy_(0, block, torch.where(rows > 0, rows, self._inf).amin(1).double())
 
     def _last_write_values(self, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -229,7 +250,7 @@ class PriorityTree:
         return value.index_select(0, self._scratch.index_select(0, index))
 
     def _update_numpy(self, index: np.ndarray, value: np.ndarray, high: int) -> None:
-        """:meth:`_update_torch` on NumPy views; the block sums use the same torch kernel."""
+        """:meth:`_update_torch` on NumPy views."""
         self._live_blocks = max(self._live_blocks, (high >> self._shift) + 1)
         if index.shape[0] > 1:
             # Last write wins as in _last_write_values; NumPy's own order for repeated indices
@@ -240,9 +261,7 @@ class PriorityTree:
             value = value[scratch[index]] if value.shape[0] > 1 else value
         self._leaves_np[index] = value
         block = index >> self._shift
-        rows = torch.from_numpy(self._rows_np.take(block, axis=0))
-        self._sum_np[block] = rows.double().sum(1).numpy()
-        self._min_np[block] = _positive_min(rows)
+        self._sum_np[block], self._min_np[block] = _block_stats_numpy(self._rows_np.take(block, axis=0))
 
     def load_leaves(self, values: torch.Tensor) -> None:
         """Replaces every leaf at once and rebuilds the blocks."""
@@ -251,7 +270,7 @@ class PriorityTree:
             raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
         self._leaves.copy_(values)
         rows = self._leaves.view(-1, self.block_size)
-        self._sum_blocks.copy_(rows.double().sum(1))
+        self._sum_blocks.copy_(_block_sums(rows))
         self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
         if self.use_numpy:
             written = np.flatnonzero(self._sum_np)
@@ -282,9 +301,12 @@ class PriorityTree:
         """
         if self._stale:
             live = self._live_blocks
-            torch.cumsum(self._sum_blocks[:live], 0, out=self._prefix[1 : live + 1])
-            mins = self._min_np[:live] if self.use_numpy else self._min_blocks[:live]
-            self._root_min = mins.min()  # a NumPy float on the NumPy path
+            if self.use_numpy:  # the same running sum as torch's, at a fraction of the call
+                np.cumsum(self._sum_np[:live], out=self._prefix_np[1 : live + 1])
+                self._root_min = np.minimum.reduce(self._min_np[:live])
+            else:
+                torch.cumsum(self._sum_blocks[:live], 0, out=self._prefix[1 : live + 1])
+                self._root_min = self._min_blocks[:live].min()
             self._stale = False
         return self._prefix, self._root_min
 
