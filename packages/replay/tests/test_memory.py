@@ -1,5 +1,7 @@
 """Huge-page advice for large storages: asked for where Linux offers it, harmless elsewhere."""
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,3 +35,10 @@ def test_lazy_storage_rows_sit_in_advised_regions(monkeypatch):
     s = LazyTensorStorage(100_000)
     s.set(slice(0, 2), torch.zeros(2, 17))
     assert advised == [torch.Size([100_000, 17])]
+
+
+def test_opt_out_by_environment():
+    code = "import torch; from reap_replay._memory import advise_huge_pages as a; print(a(torch.empty(1 << 22)))"
+    env = {**os.environ, "REAP_REPLAY_HUGE_PAGES": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -31,6 +31,20 @@ def test_duplicates_last_write_wins(block_size):
     assert float(tree.min()) == 4.0
 
 
+@pytest.mark.parametrize("use_numpy", [True, False])
+def test_last_write_wins_against_a_dict(use_numpy):
+    """Batches with and without repeats, one after another, against a plain dict of writes."""
+    gen = torch.Generator().manual_seed(3)
+    tree = PriorityTree(64, dtype=torch.float64, block_size=8, use_numpy=use_numpy)
+    expected = {}
+    for size, high in ((40, 64), (8, 64), (50, 10), (1, 64), (30, 30)):
+        index = torch.randperm(64, generator=gen)[:size] if high == 64 else torch.randint(high, (size,), generator=gen)
+        value = torch.rand(size, generator=gen, dtype=torch.float64)
+        tree.update(index, value)
+        expected.update(zip(index.tolist(), value.tolist()))
+        assert tree.leaves().tolist() == [expected.get(i, 0.0) for i in range(64)]
+
+
 def test_find_prefixsum_boundaries():
     tree = PriorityTree(8, dtype=torch.float64, block_size=2)
     tree.update(torch.arange(4), torch.tensor([1.0, 2.0, 3.0, 4.0]))

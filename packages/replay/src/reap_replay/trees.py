@@ -253,12 +253,15 @@ class PriorityTree:
         """:meth:`_update_torch` on NumPy views."""
         self._live_blocks = max(self._live_blocks, (high >> self._shift) + 1)
         if index.shape[0] > 1:
-            # Last write wins as in _last_write_values; NumPy's own order for repeated indices
-            # in an assignment is unspecified, ufunc.at's is not.
+            # Last write wins as in _last_write_values. Each slot records a position that wrote
+            # it; if every position reads back its own, no index repeats. Otherwise which one
+            # landed is unspecified in NumPy, and ufunc.at (ordered, slower) takes the largest.
             scratch = self._scratch_np
-            scratch[index] = -1
-            np.maximum.at(scratch, index, np.arange(index.shape[0], dtype=np.int32))
-            value = value[scratch[index]] if value.shape[0] > 1 else value
+            position = np.arange(index.shape[0], dtype=np.int32)
+            scratch[index] = position
+            if not (scratch[index] == position).all():
+                np.maximum.at(scratch, index, position)
+                value = value[scratch[index]] if value.shape[0] > 1 else value
         self._leaves_np[index] = value
         block = index >> self._shift
         self._sum_np[block], self._min_np[block] = _block_stats_numpy(self._rows_np.take(block, axis=0))
@@ -387,8 +390,8 @@ class PriorityTree:
         block = np.searchsorted(prefix[1 : live + 1], mass, side="right")
         np.minimum(block, live - 1, out=block)
         rest = mass - prefix[block]
-        rows = self._rows_np.take(block, axis=0)
-        row_cs = torch.from_numpy(rows).cumsum(1, dtype=torch.float64).numpy()
+        rows = self._rows_np.take(block, axis=0).astype(np.float64)  # casting in cumsum is slower
+        row_cs = torch.from_numpy(rows).cumsum(1).numpy()
         rest = np.minimum(rest, np.nextafter(row_cs[:, -1], 0.0))
         inner = np.argmax(row_cs > rest[:, None], axis=1)
         return (block << self._shift) + inner
