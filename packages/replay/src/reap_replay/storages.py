@@ -31,7 +31,6 @@ from pathlib import Path
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, TensorDictBase
 
-from reap_replay._memory import advise_huge_pages
 from reap_replay.checkpoint import dtype_to_str, fsync_path
 
 __all__ = ["LazyMemmapStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"]
@@ -273,9 +272,7 @@ class TensorStorage(Storage):
         return _new_td(source, torch.Size(lead + item_dims), self.device)
 
     def _alloc(self, shape, dtype, key):
-        buf = torch.empty(shape, dtype=dtype, device=self.device)
-        advise_huge_pages(buf)  # rows are written once, then read at random: see _memory
-        return buf
+        return torch.empty(shape, dtype=dtype, device=self.device)
 
     def _init_from(self, example) -> None:
         """Allocates rows shaped like ``example`` (one item, without the leading dim)."""

@@ -39,7 +39,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reap_replay._memory import advise_huge_pages
 from reap_replay._warn import _warn_once
 
 __all__ = ["PriorityTree"]
@@ -156,13 +155,13 @@ class PriorityTree:
     def reset(self) -> None:
         """Sets every slot back to unwritten."""
         kw64 = {"device": self.device, "dtype": torch.float64}
-        self._leaves = self._huge_zeros(self.dtype)
+        self._leaves = torch.zeros(self.size, device=self.device, dtype=self.dtype)
         self._sum_blocks = torch.zeros(self.num_blocks, **kw64)
         self._min_blocks = torch.full((self.num_blocks,), float("inf"), **kw64)
         self._inf = torch.tensor(float("inf"), device=self.device, dtype=self.dtype)
         self._zero = torch.zeros((), **kw64)
         self._prefix = torch.zeros(self.num_blocks + 1, **kw64)
-        self._scratch = self._huge_zeros(torch.int32)
+        self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.int32)
         self._stale = True  # the prefix sums and the root min need recomputing
         self._root_min = None
         # Blocks past the last one written hold zeros: the NumPy path leaves them out of the
@@ -175,12 +174,6 @@ class PriorityTree:
             self._min_np = self._min_blocks.numpy()
             self._prefix_np = self._prefix.numpy()
             self._scratch_np = self._scratch.numpy()
-
-    def _huge_zeros(self, dtype) -> torch.Tensor:
-        """``size`` zeros on huge pages where the kernel allows (read at random slots)."""
-        out = torch.empty(self.size, device=self.device, dtype=dtype)
-        advise_huge_pages(out)  # before the first touch: see reap_replay._memory
-        return out.zero_()
 
     # ---------------------------------------------------------------- writes
     def update(self, index, value) -> None:
