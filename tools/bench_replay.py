@@ -5,10 +5,12 @@ Run with ``uv run --group bench python tools/bench_replay.py`` (``--quick`` for 
 Setup: a 1M-capacity ``LazyTensorStorage`` of rows with a 17-dim observation, a 6-dim action,
 reward, done and next observation (TorchRL's layout: reward/done under ``"next"``).
 
-* extend: ``TensorDictReplayBuffer.extend`` of 1,000 rows;
+* extend: ``TensorDictReplayBuffer.extend`` of 1,000 rows, while the buffer fills (every write
+  lands on memory the kernel has not mapped yet: page faults weigh on both libraries alike), then
+  once it is full (overwriting, as in a long training run);
 * sample: ``sample(256)`` from 100k rows;
 * prioritized: ``TensorDictPrioritizedReplayBuffer.sample(256)`` + ``update_priority`` of the
-  256 sampled indices, at 100k rows.
+  256 sampled indices, at 100k rows, then at 1M (full).
 
 TorchRL's prioritized sampler needs its C++ extension (``torchrl._torchrl``). When the wheel's
 binary does not load against the installed torch, this script compiles TorchRL's own shipped
@@ -133,7 +135,11 @@ def cases(lib: str) -> dict:
     batches = [make_batch(EXTEND_ROWS) for _ in range(4)]
     k = iter(range(1 << 60))
     writes = TensorDictReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
-    out["extend 1000"] = lambda: writes.extend(batches[next(k) % 4])
+    out["extend 1000, filling"] = lambda: writes.extend(batches[next(k) % 4])
+    full = TensorDictReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
+    for i in range(CAPACITY // EXTEND_ROWS):
+        full.extend(batches[i % 4])
+    out["extend 1000, full"] = lambda: full.extend(batches[next(k) % 4])
     rb = TensorDictReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
     for _ in range(FILLED // EXTEND_ROWS):
         rb.extend(make_batch(EXTEND_ROWS))
@@ -141,19 +147,20 @@ def cases(lib: str) -> dict:
     if lib == "torchrl" and (why := torchrl_prioritized_status()) is not None:
         print(f"TorchRL prioritized: unavailable ({why})")
         return out
-    prb = TensorDictPrioritizedReplayBuffer(
-        alpha=0.7, beta=0.5, storage=LazyTensorStorage(CAPACITY), batch_size=BATCH
-    )
-    for _ in range(FILLED // EXTEND_ROWS):
-        prb.extend(make_batch(EXTEND_ROWS))
-    prb.update_priority(torch.arange(FILLED), torch.rand(FILLED) * 10)
     new_priority = [torch.rand(BATCH) for _ in range(8)]
+    for filled, name in ((FILLED, "100k"), (CAPACITY, "1M")):
+        prb = TensorDictPrioritizedReplayBuffer(
+            alpha=0.7, beta=0.5, storage=LazyTensorStorage(CAPACITY), batch_size=BATCH
+        )
+        for i in range(filled // EXTEND_ROWS):
+            prb.extend(batches[i % 4] if filled > FILLED else make_batch(EXTEND_ROWS))
+        prb.update_priority(torch.arange(filled), torch.rand(filled) * 10)
 
-    def prioritized():
-        sample = prb.sample()
-        prb.update_priority(sample["index"], new_priority[next(k) % 8])
+        def prioritized(prb=prb):
+            sample = prb.sample()
+            prb.update_priority(sample["index"], new_priority[next(k) % 8])
 
-    out["prioritized sample+update 256"] = prioritized
+        out[f"prioritized 256, {name} filled"] = prioritized
     return out
 
 
