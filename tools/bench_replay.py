@@ -153,7 +153,7 @@ def cases(lib: str) -> dict:
             alpha=0.7, beta=0.5, storage=LazyTensorStorage(CAPACITY), batch_size=BATCH
         )
         for i in range(filled // EXTEND_ROWS):
-            prb.extend(batches[i % 4] if filled > FILLED else make_batch(EXTEND_ROWS))
+            prb.extend(batches[i % 4])
         prb.update_priority(torch.arange(filled), torch.rand(filled) * 10)
 
         def prioritized(prb=prb):

@@ -324,13 +324,8 @@ class PriorityTree:
 
         ``uniform`` should be float64 (float32 draws are converted).
         """
-        prefix, _ = self._refresh()
-        if self.use_numpy:
-            return torch.from_numpy(self._descend_numpy(self._masses_numpy(uniform)))
-        if self.device.type == "cpu" and not prefix[-1] > 0:  # a free check off CUDA
-            raise ValueError(_NOTHING_TO_SAMPLE)
-        mass = uniform.to(device=self.device, dtype=torch.float64).reshape(-1) * prefix[-1]
-        return self._descend_torch(prefix, mass)
+        index = self._draw(uniform, self._refresh()[0])
+        return torch.from_numpy(index) if self.use_numpy else index
 
     def sample_with_weights(self, uniform: torch.Tensor, beta: float, dtype=torch.float32):
         """:meth:`sample`, with the importance weight ``(v[i] / min()) ** -beta`` of each slot.
@@ -338,16 +333,24 @@ class PriorityTree:
         Returns ``(index, weight)``, the weights in ``dtype``.
         """
         prefix, root_min = self._refresh()
+        index = self._draw(uniform, prefix)
         if not self.use_numpy:
-            index = self.sample(uniform)
             p = self._leaves.index_select(0, index).double()
             return index, (p / root_min).pow_(-beta).to(dtype)
-        index = self._descend_numpy(self._masses_numpy(uniform))
         p = self._leaves_np[index].astype(np.float64)
         weight = (p / root_min) ** -beta
         if dtype in _NUMPY_DTYPES:
             return torch.from_numpy(index), torch.from_numpy(weight.astype(_NUMPY_DTYPES[dtype]))
         return torch.from_numpy(index), torch.from_numpy(weight).to(dtype)
+
+    def _draw(self, uniform, prefix: torch.Tensor):
+        """The slots of :meth:`sample`, as an array of the tree's kind (see :meth:`_as_arrays`)."""
+        if self.use_numpy:
+            return self._descend_numpy(self._masses_numpy(uniform))
+        if self.device.type == "cpu" and not prefix[-1] > 0:  # a free check off CUDA
+            raise ValueError(_NOTHING_TO_SAMPLE)
+        mass = uniform.to(device=self.device, dtype=torch.float64).reshape(-1) * prefix[-1]
+        return self._descend_torch(prefix, mass)
 
     def _masses_numpy(self, uniform) -> np.ndarray:
         total = self._prefix_np[self._live_blocks]
