@@ -108,8 +108,8 @@ def table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 
 
-def median_in_turns(cases: dict, rounds: int, *args) -> dict:
-    """``{name: median of run(*args)}`` for ``cases = {name: run}``, the runs taking turns.
+def results_in_turns(cases: dict, rounds: int, *args) -> dict:
+    """``{name: [run(*args) per round]}`` for ``cases = {name: run}``, the runs taking turns.
 
     One round calls every case once, so a slow spell of the machine weighs on all of them alike.
     """
@@ -117,7 +117,12 @@ def median_in_turns(cases: dict, rounds: int, *args) -> dict:
     for _ in range(rounds):
         for name, run in cases.items():
             results[name].append(run(*args))
-    return {name: statistics.median(r) for name, r in results.items()}
+    return results
+
+
+def median_in_turns(cases: dict, rounds: int, *args) -> dict:
+    """``{name: median of run(*args)}`` over ``rounds`` rounds of :func:`results_in_turns`."""
+    return {name: statistics.median(r) for name, r in results_in_turns(cases, rounds, *args).items()}
 
 
 def main() -> None:

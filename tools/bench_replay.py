@@ -18,8 +18,9 @@ segment-tree sources (``torchrl/csrc/segment_tree.h``) against it, once, into a 
 and plugs them in, so the comparison is against TorchRL's real C++ tree. If that is impossible
 it says so and prints TorchRL's prioritized column as unavailable.
 
-Timings are medians over rounds, reap's and TorchRL's rounds taking turns; ratios are TorchRL
-time / reap time (>1: reap is faster).
+Timings are medians over rounds, reap's and TorchRL's rounds taking turns. The ratio is the
+median over rounds of TorchRL's time / reap's time in the same round (>1: reap is faster): this
+machine's speed drifts between rounds, and a round's two timings share its drift.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -35,7 +37,7 @@ import torch
 from tensordict import TensorDict
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_collect import median_in_turns  # noqa: E402
+from bench_collect import results_in_turns  # noqa: E402
 
 CAPACITY = 1_000_000
 FILLED = 100_000
@@ -67,15 +69,15 @@ def per_call_us(fn, iters: int) -> float:
     return (time.perf_counter() - start) / iters * 1e6
 
 
-def timeit(fns: list, iters: int, rounds: int) -> list[float]:
-    """Median over ``rounds`` of each function's mean call time, in microseconds.
+def timeit(fns: list, iters: int, rounds: int) -> list[list[float]]:
+    """Each function's mean call time in each of ``rounds`` rounds, in microseconds.
 
-    The functions take turns round by round (see ``median_in_turns``).
+    The functions take turns round by round (see ``results_in_turns``).
     """
     for fn in fns:
         fn()
     cases = {i: functools.partial(per_call_us, fn) for i, fn in enumerate(fns)}
-    return list(median_in_turns(cases, rounds, iters).values())
+    return list(results_in_turns(cases, rounds, iters).values())
 
 
 def torchrl_prioritized_status() -> str | None:
@@ -185,7 +187,8 @@ def bench_tree_paths(iters: int, rounds: int) -> dict[str, float]:
             tree.update(index, values[next(k) % 8])
 
         steps[name] = step
-    return dict(zip(steps, timeit(list(steps.values()), iters, rounds)))
+    times = timeit(list(steps.values()), iters, rounds)
+    return {name: statistics.median(t) for name, t in zip(steps, times)}
 
 
 def main() -> None:
@@ -210,10 +213,11 @@ def main() -> None:
     print(f"{'operation':<32}{'reap (us)':>12}{'TorchRL (us)':>14}{'ratio':>9}")
     for name, fn in reap.items():
         if name not in trl:
-            print(f"{name:<32}{timeit([fn], iters, rounds)[0]:>12.1f}{'n/a':>14}")
+            print(f"{name:<32}{statistics.median(timeit([fn], iters, rounds)[0]):>12.1f}{'n/a':>14}")
             continue
         mine, theirs = timeit([fn, trl[name]], iters, rounds)
-        print(f"{name:<32}{mine:>12.1f}{theirs:>14.1f}{theirs / mine:>8.2f}x")
+        ratio = statistics.median(t / m for m, t in zip(mine, theirs))
+        print(f"{name:<32}{statistics.median(mine):>12.1f}{statistics.median(theirs):>14.1f}{ratio:>8.2f}x")
     print("\nreap's PriorityTree alone, sample+update 256 at 100k filled:")
     for name, us in bench_tree_paths(iters, rounds).items():
         print(f"  {name:<30}{us:>12.1f} us")

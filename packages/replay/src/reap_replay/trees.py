@@ -85,7 +85,10 @@ def _block_stats_numpy(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _as_numpy(x, dtype=None) -> np.ndarray:
     """``x`` (tensor, array, number or list) as a flat NumPy array (of ``dtype`` if given)."""
     if isinstance(x, torch.Tensor):
-        x = x.numpy(force=True)
+        try:
+            x = x.numpy()  # a plain CPU tensor: a view, without force's extra ops
+        except (RuntimeError, TypeError):  # requires grad, lives off the CPU, conj/neg bits
+            x = x.numpy(force=True)
     return np.asarray(x, dtype=dtype).reshape(-1)
 
 
@@ -161,6 +164,7 @@ class PriorityTree:
         self._inf = torch.tensor(float("inf"), device=self.device, dtype=self.dtype)
         self._zero = torch.zeros((), **kw64)
         self._prefix = torch.zeros(self.num_blocks + 1, **kw64)
+        self._prefix_views = (0, None, None)  # (live blocks, block sums, prefix[1:]) for _refresh
         self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.int32)
         self._stale = True  # the prefix sums and the root min need recomputing
         self._root_min = None
@@ -297,8 +301,10 @@ class PriorityTree:
         """
         if self._stale:
             live = self._live_blocks
+            if self._prefix_views[0] != live:  # slicing costs as much as a short running sum
+                self._prefix_views = (live, self._sum_blocks[:live], self._prefix[1 : live + 1])
             # torch's running sum even on the NumPy path: NumPy's costs 4x more per block
-            torch.cumsum(self._sum_blocks[:live], 0, out=self._prefix[1 : live + 1])
+            torch.cumsum(self._prefix_views[1], 0, out=self._prefix_views[2])
             mins = self._min_np[:live] if self.use_numpy else self._min_blocks[:live]
             self._root_min = mins.min()  # a NumPy float on the NumPy path
             self._stale = False
