@@ -371,8 +371,7 @@ class PrioritizedSampler(Sampler):
         n = len(storage)
         if n == 0:
             raise RuntimeError(_EMPTY)
-        # torch.rand's draws, without its extra dispatch; the tree moves them to its device
-        uniform = torch.empty(batch_size, dtype=torch.float64).uniform_(generator=self._rng)
+        uniform = torch.rand(batch_size, generator=self._rng, dtype=torch.float64)  # the tree moves it
         index, weight = self._tree.sample_with_weights(uniform, self._beta, self.dtype)
         return index, {"priority_weight": weight}
 

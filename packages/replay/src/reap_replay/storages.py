@@ -76,9 +76,14 @@ def _row_reader(index: torch.Tensor):
     A NumPy ``take`` where the leaf has a view: on the CPU it costs a fraction of the dispatch of
     ``index_select``, which reads the other leaves.
     """
-    if index.device.type != "cpu" or index.dtype not in (torch.int64, torch.int32):
+    flat = None
+    if index.dtype is torch.int64 or index.dtype is torch.int32:
+        try:
+            flat = index.numpy()
+        except TypeError:  # not on the CPU
+            pass
+    if flat is None:
         return lambda leaf: leaf.tensor.index_select(0, index)
-    flat = index.numpy()
 
     def read(leaf):
         if leaf.array is None:
@@ -373,7 +378,8 @@ class TensorStorage(Storage):
         else:
             if isinstance(index, slice):  # torch slices cannot step backwards
                 index = torch.arange(*index.indices(len(self)))
-            index = torch.as_tensor(index, device=self.device)
+            if not isinstance(index, torch.Tensor) or index.device != self.device:
+                index = torch.as_tensor(index, device=self.device)
             if index.ndim == 1:
                 fn = _row_reader(index)
             else:
