@@ -138,5 +138,7 @@ def test_numpy_path_where_it_cannot_run_warns_and_uses_torch():
     with pytest.warns(RuntimeWarning, match="use_numpy=True.*bfloat16"):
         tree = PriorityTree(8, dtype=torch.bfloat16, use_numpy=True)
     assert not tree.use_numpy
+    with pytest.raises(ValueError, match=r"use_numpy must be True, False or None .*got use_numpy='no'"):
+        PriorityTree(8, use_numpy="no")
     tree.update(torch.tensor([1, 2]), torch.tensor([1.0, 3.0]))
     assert float(tree.total()) == 4.0

@@ -20,7 +20,6 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -57,6 +56,15 @@ def _new_td(source: dict, batch_size, device):
     return TensorDict._new_unsafe(source, batch_size=batch_size, device=device)
 
 
+def _numpy_view(tensor: torch.Tensor):
+    """A NumPy view of ``tensor``'s memory, or None where NumPy cannot read it (off the CPU,
+    bfloat16, ...): torch ops read those."""
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError):
+        return None
+
+
 class _Leaf:
     """A stored tensor, with a NumPy view of it where NumPy can read it (CPU, NumPy dtype)."""
 
@@ -64,10 +72,7 @@ class _Leaf:
 
     def __init__(self, tensor: torch.Tensor):
         self.tensor = tensor
-        self.array = None
-        if tensor.device.type == "cpu":
-            with contextlib.suppress(TypeError, RuntimeError):  # e.g. bfloat16: torch ops read it
-                self.array = tensor.numpy()
+        self.array = _numpy_view(tensor)
 
 
 def _row_reader(index: torch.Tensor):
@@ -76,12 +81,7 @@ def _row_reader(index: torch.Tensor):
     A NumPy ``take`` where the leaf has a view: on the CPU it costs a fraction of the dispatch of
     ``index_select``, which reads the other leaves.
     """
-    flat = None
-    if index.dtype is torch.int64 or index.dtype is torch.int32:
-        try:
-            flat = index.numpy()
-        except TypeError:  # not on the CPU
-            pass
+    flat = _numpy_view(index) if index.dtype in (torch.int64, torch.int32) else None
     if flat is None:
         return lambda leaf: leaf.tensor.index_select(0, index)
 

@@ -143,6 +143,8 @@ class PriorityTree:
         self.reset()
 
     def _resolve_numpy(self, use_numpy) -> bool:
+        if use_numpy is not None and not isinstance(use_numpy, bool):
+            raise ValueError(f"use_numpy must be True, False or None (choose), got use_numpy={use_numpy!r}")
         why = None
         if self.device.type != "cpu":
             why = f"the tree lives on {self.device}, which NumPy cannot reach"
@@ -153,7 +155,7 @@ class PriorityTree:
         if use_numpy and why is not None:
             _warn_once(f"tree-numpy-{why}", f"PriorityTree(use_numpy=True): {why}; it runs on torch ops.")
             return False
-        return bool(use_numpy)
+        return use_numpy
 
     def reset(self) -> None:
         """Sets every slot back to unwritten."""
@@ -303,8 +305,9 @@ class PriorityTree:
             live = self._live_blocks
             if self._prefix_views[0] != live:  # slicing costs as much as a short running sum
                 self._prefix_views = (live, self._sum_blocks[:live], self._prefix[1 : live + 1])
+            _, sums, prefix_tail = self._prefix_views
             # torch's running sum even on the NumPy path: NumPy's costs 4x more per block
-            torch.cumsum(self._prefix_views[1], 0, out=self._prefix_views[2])
+            torch.cumsum(sums, 0, out=prefix_tail)
             mins = self._min_np[:live] if self.use_numpy else self._min_blocks[:live]
             self._root_min = mins.min()  # a NumPy float on the NumPy path
             self._stale = False
