@@ -322,8 +322,47 @@ def test_shutdown_is_idempotent_and_closes_owned_env():
     c.shutdown()
     c.shutdown()
     assert envs[0].is_closed
-    with pytest.raises(RuntimeError, match="after shutdown"):
+    with pytest.raises(RuntimeError, match="Collector: the collector was shut down; create a new one"):
         next(iter(c))
+
+
+CLOSED = "^Collector: the collector was shut down; create a new one$"  # reap_mp's _check_open wording
+
+
+def test_iterator_started_before_shutdown_stops_yielding():
+    c = Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=-1)
+    it = iter(c)
+    next(it)
+    c.next()
+    c.shutdown()
+    with pytest.raises(RuntimeError, match=CLOSED):
+        next(it)
+    for _ in range(2):  # the iterator kept by next() too, every time
+        with pytest.raises(RuntimeError, match=CLOSED):
+            c.next()
+    assert c.frames == 8
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: c.update_policy_weights_({"weight": torch.ones(1, 3), "bias": torch.ones(1)}),
+    lambda c: c.update_policy_weights_(),
+    lambda c: c.set_seed(1),
+    lambda c: c.reset(),
+    lambda c: c.rollout(),
+    lambda c: c.state_dict(),
+    lambda c: c.load_state_dict({"frames": 0}),
+], ids=["update_weights", "update_from_policy", "set_seed", "reset", "rollout", "state_dict",
+        "load_state_dict"])
+def test_calls_after_shutdown_raise_like_the_multiprocess_collectors(call):
+    c = Collector(GymEnv("Pendulum-v1"), torch.nn.Linear(3, 1), frames_per_batch=4, total_frames=-1)
+    c.rollout()
+    before = {k: v.clone() for k, v in c.policy.state_dict().items()}
+    c.shutdown()
+    with pytest.raises(RuntimeError, match=CLOSED):
+        call(c)
+    assert c.frames == 4
+    for key, value in c.policy.state_dict().items():  # nothing was applied
+        assert torch.equal(value, before[key])
 
 
 def test_list_of_env_fns_runs_serially_batched():

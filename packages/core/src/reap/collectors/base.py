@@ -1,7 +1,8 @@
 """``BaseCollector``: what every collector offers, whatever runs it.
 
 Iteration yields batches (or ``None`` when a ``replay_buffer`` receives them), ``with`` shuts
-the collector down, ``shutdown()`` may be called any number of times.
+the collector down, ``shutdown()`` may be called any number of times; after it, iterating
+(an iterator made before included), seeding and weight updates raise ``RuntimeError``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ class BaseCollector:
     garbage collection then shuts down what construction started.
     """
 
+    def _check_open(self) -> None:
+        """Raise if ``shutdown()`` was called: every call that collects, seeds or moves weights
+        checks this, and so does an iterator before each batch."""
+        if getattr(self, "_closed", False):
+            raise RuntimeError(f"{type(self).__name__}: the collector was shut down; create a new one")
+
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         return self.iterator()
 
@@ -27,6 +34,7 @@ class BaseCollector:
 
     def next(self) -> TensorDictBase | None:
         """One batch (creates an iterator on first use and keeps it)."""
+        self._check_open()
         if getattr(self, "_next_iter", None) is None:
             self._next_iter = self.iterator()
         try:

@@ -356,6 +356,7 @@ class Collector(BaseCollector):
         return self._collect(dest)
 
     def _collect(self, dest: TensorDictBase | None = None) -> TensorDictBase:
+        self._check_open()
         hook().reap_rollout_start(collector=self, worker_idx=self.worker_idx)
         with torch.no_grad(), set_interaction_type(self.exploration_type):
             self._rollout()
@@ -367,13 +368,12 @@ class Collector(BaseCollector):
         return batch
 
     def iterator(self):
-        if self._closed:
-            raise RuntimeError("Collector: iterating a collector after shutdown(); create a new one")
+        self._check_open()
         if not self._started:
             self._started = True
             hook().reap_collector_start(collector=self, worker_idx=self.worker_idx)
         while self._target_frames == -1 or self._frames < self._target_frames:
-            batch = self.rollout()
+            batch = self.rollout()  # checks the collector is still open
             if self.replay_buffer is not None:
                 if self.extend_buffer:
                     self.replay_buffer.extend(batch)
@@ -396,6 +396,7 @@ class Collector(BaseCollector):
     # ---- control ---------------------------------------------------------------------------
     def reset(self, index=None) -> None:
         """Reset every env (or those at ``index``) before the next step."""
+        self._check_open()
         steps = self._steps
         if index is None:
             self.env._reset_into(self._root, steps if self._started_batches else 0, None)
@@ -408,6 +409,7 @@ class Collector(BaseCollector):
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the env and the random-action generator; the envs restart from a reset."""
+        self._check_open()
         if not isinstance(seed, int):
             raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
         out = self.env.set_seed(seed, static_seed=static_seed)
@@ -423,6 +425,7 @@ class Collector(BaseCollector):
         keywords ``policy=``/``weights=``. With no argument, the policy the collector was given
         is the source (a no-op when the collector runs that very object).
         """
+        self._check_open()
         policy_or_weights = weights_from_update_args(
             policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs
         )
@@ -432,12 +435,14 @@ class Collector(BaseCollector):
 
     def state_dict(self) -> dict:
         """Policy weights, env (transform) statistics and progress: tensors and ints only."""
+        self._check_open()
         state = {"frames": self._frames, "iter": self._iter, "env_state_dict": self.env.state_dict()}
         if isinstance(self.policy, torch.nn.Module):
             state["policy_state_dict"] = self.policy.state_dict()
         return state
 
     def load_state_dict(self, state_dict: dict) -> None:
+        self._check_open()
         if "policy_state_dict" in state_dict:
             if not isinstance(self.policy, torch.nn.Module):
                 raise ValueError("load_state_dict: the state has policy weights but the policy is not a module")
