@@ -276,3 +276,162 @@ def test_state_dict_round_trip_with_weights_only_torch_save():
     torch.manual_seed(3)
     b = other.sample()
     assert torch.equal(a["index"], b["index"]) and torch.equal(a["priority_weight"], b["priority_weight"])
+
+
+# ------------------------------------------- bad input is refused before anything changes
+def prioritized_full(capacity=8):
+    """A full, wrapped prioritized buffer with distinct priorities (torn writes would show)."""
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=1.0, beta=1.0, eps=0.0, storage=LazyTensorStorage(capacity), batch_size=4
+    )
+    data = transitions(capacity + 3)
+    data["count"] = torch.arange(capacity + 3)
+    data["td_error"] = torch.ones(capacity + 3, dtype=torch.float64)
+    rb.extend(data)
+    rb.update_priority(torch.arange(capacity), torch.arange(1.0, capacity + 1.0))
+    return rb
+
+
+def snapshot(rb):
+    return {
+        "rows": rb.storage._storage.clone(),
+        "len": len(rb),
+        "writer": rb.writer.state_dict(),
+        "leaves": rb.sampler._tree.leaves().clone(),
+        "max": float(rb.sampler.default_priority),
+        "total": float(rb.sampler._tree.total()),
+    }
+
+
+def assert_unchanged(rb, before):
+    after = snapshot(rb)
+    assert (after["rows"] == before["rows"]).all()
+    assert {k: v for k, v in after.items() if k not in ("rows", "leaves")} == {
+        k: v for k, v in before.items() if k not in ("rows", "leaves")
+    }
+    assert torch.equal(after["leaves"], before["leaves"])
+
+
+BAD_PRIORITIES = [
+    (float("nan"), "nan"),
+    (float("inf"), "inf"),
+    (float("-inf"), "-inf"),
+    (-0.5, "negative"),
+    (1e39, "overflows"),  # (p + eps) ** alpha does not fit the float32 tree
+]
+
+
+@pytest.mark.parametrize("bad, why", BAD_PRIORITIES)
+@pytest.mark.parametrize("route", ["update_priority", "update_tensordict_priority", "extend"])
+def test_bad_priorities_are_refused_naming_the_index(bad, why, route):
+    rb = prioritized_full()
+    before = snapshot(rb)
+    priority = torch.ones(4, dtype=torch.float64)
+    priority[2] = bad
+    where = r"index 2 of the batch" if route == "extend" else r"index 5\b"
+    with pytest.raises(ValueError, match=rf"{where}.*{why}|{why}.*{where}"):
+        if route == "update_priority":
+            rb.update_priority(torch.tensor([3, 4, 5, 6]), priority)
+        elif route == "update_tensordict_priority":
+            rb.update_tensordict_priority(
+                TensorDict({"index": torch.tensor([3, 4, 5, 6]), "td_error": priority}, [4])
+            )
+        else:  # the buffer's cursor is at 3: these rows land at 3, 4, 5, 6
+            data = transitions(4)
+            data["count"] = torch.arange(4)
+            data["td_error"] = priority
+            rb.extend(data)
+    assert_unchanged(rb, before)
+    assert rb.sample()["index"].shape == (4,)  # still samples
+
+
+def test_priority_index_past_the_written_rows_is_refused():
+    rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(256))
+    rb.extend(transitions(28))
+    before = rb.sampler._tree.leaves().clone()
+    with pytest.raises(IndexError, match=r"index 100 .*28 items"):
+        rb.update_priority(torch.tensor([1, 100, 2]), torch.tensor([1.0, 9.0, 1.0]))
+    assert torch.equal(rb.sampler._tree.leaves(), before)
+    rb.update_priority(torch.tensor([27]), torch.tensor([2.0]))  # the last written row is fine
+    assert set(rb.sample(256)["index"].tolist()) <= set(range(28))
+
+
+def test_extend_refuses_a_bad_batch_before_writing_any_key():
+    rb = prioritized_full()
+    before = snapshot(rb)
+
+    def batch():
+        data = transitions(4, start=100)
+        data["count"] = torch.arange(100, 104)
+        data["td_error"] = torch.ones(4, dtype=torch.float64)
+        return data
+
+    missing = batch()
+    del missing["next", "done"]
+    with pytest.raises(KeyError, match=r"\('next', 'done'\)"):
+        rb.extend(missing)
+    extra = batch()
+    extra["new_key"] = torch.zeros(4)
+    with pytest.raises(KeyError, match="new_key"):
+        rb.extend(extra)
+    broadcast = batch()
+    broadcast["next", "observation"] = torch.zeros(4, 1)  # would broadcast to [4, 17]
+    with pytest.raises(ValueError, match=r"\('next', 'observation'\).*\[4, 1\].*\[4, 17\]"):
+        rb.extend(broadcast)
+    lossy = batch()
+    lossy["count"] = torch.full((4,), 0.9)
+    with pytest.raises(ValueError, match="'count'.*float32.*int64"):
+        rb.extend(lossy)
+    # the wrap-around: rows 6, 7 would be exact, rows 0, 1 not; nothing lands
+    rb.extend(batch()[:3])
+    before = snapshot(rb)
+    wrapping = batch()
+    wrapping["count"] = torch.tensor([1.0, 2.0, 3.5, 4.0])
+    with pytest.raises(ValueError, match="'count'"):
+        rb.extend(wrapping)
+    assert_unchanged(rb, before)
+    with pytest.raises(ValueError, match="'count'"):
+        rb.add(wrapping[2])
+    assert_unchanged(rb, before)
+    # exact casts are accepted: integral floats into an integer leaf, int32 into int64
+    exact = batch()
+    exact["count"] = torch.tensor([7.0, 8.0, 9.0, 10.0])
+    exact["next", "done"] = torch.zeros(4, 1, dtype=torch.int32)
+    rb.extend(exact)
+    assert rb.storage._storage["count"][6:8].tolist() == [7, 8]
+    assert rb.storage._storage["count"].dtype == torch.int64
+
+
+def test_extend_of_tensors_refuses_broadcast_shapes_and_lossy_casts():
+    rb = ReplayBuffer(storage=LazyTensorStorage(6))
+    rb.extend(torch.arange(8).reshape(4, 2))
+    before = rb.storage._storage.clone()
+    with pytest.raises(ValueError, match=r"\[3, 1\].*\[3, 2\]"):
+        rb.extend(torch.zeros(3, 1, dtype=torch.int64))
+    with pytest.raises(ValueError, match="float32.*int64"):
+        rb.extend(torch.full((3, 2), 0.5))
+    assert torch.equal(rb.storage._storage, before) and len(rb) == 4 and rb.writer._cursor == 4
+
+
+def test_add_with_a_bad_priority_writes_nothing():
+    rb = prioritized_full()
+    before = snapshot(rb)
+    item = transitions(1)[0]
+    item["count"] = torch.tensor(0)
+    item["td_error"] = torch.tensor(float("nan"), dtype=torch.float64)
+    with pytest.raises(ValueError, match="index 0 of the batch is NaN"):
+        rb.add(item)
+    assert_unchanged(rb, before)
+
+
+def test_priority_tree_refuses_bad_values():
+    from reap_replay import PriorityTree
+
+    tree = PriorityTree(8)
+    tree.update(torch.tensor([0, 1]), torch.tensor([1.0, 2.0]))
+    for bad, why in [(float("nan"), "NaN"), (-1.0, "negative"), (1e39, "overflows")]:
+        with pytest.raises(ValueError, match=f"index 3 {why}|at index 3 is {why}"):
+            tree.update(torch.tensor([2, 3]), torch.tensor([1.0, bad], dtype=torch.float64))
+        with pytest.raises(ValueError, match=f"leaf 5 holds .* {why}|leaf 5 holds .*is {why}"):
+            tree.load_leaves(torch.zeros(8, dtype=torch.float64).index_fill_(0, torch.tensor([5]), bad))
+    assert tree.leaves().tolist() == [1.0, 2.0] + [0.0] * 6 and float(tree.total()) == 3.0

@@ -26,12 +26,12 @@ def filled(n, capacity=None, data=None):
 # ------------------------------------------------------------------------------ prioritized
 def test_priorities_probabilities_and_weights_match_the_definitions():
     alpha, beta, eps = 0.7, 0.4, 0.01
-    raw = torch.tensor([0.5, -2.0, 0.0, 3.0], dtype=torch.float64)
+    raw = torch.tensor([0.5, 2.0, 0.0, 3.0], dtype=torch.float64)
     sampler = PrioritizedSampler(8, alpha, beta, eps, dtype=torch.float64)
     storage = filled(4, 8)
     sampler.extend(torch.arange(4))
     sampler.update_priority(torch.arange(4), raw)
-    p = (raw.abs() + eps) ** alpha
+    p = (raw + eps) ** alpha
     tree = sampler._tree
     assert torch.allclose(tree[torch.arange(4)], p)
     # exact probabilities: evenly spaced draws give counts proportional to P(i)

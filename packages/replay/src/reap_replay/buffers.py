@@ -605,11 +605,14 @@ class TensorDictReplayBuffer(ReplayBuffer):
     def add(self, data) -> int:
         if not isinstance(data, TensorDictBase):
             raise ValueError(f"{type(self).__name__}.add takes a TensorDict, got {type(data).__name__}")
-        index = super().add(data)
-        if index is not None and isinstance(self._sampler, PrioritizedSampler):
+        priority = None
+        if isinstance(self._sampler, PrioritizedSampler):
             priority = self._reduce_priority(data.unsqueeze(0), 1)
-            if priority is not None:
-                self.update_priority(torch.tensor([index]), priority)
+            if priority is not None:  # refused before the item is written
+                self._sampler._check_priority(priority)
+        index = super().add(data)
+        if index is not None and priority is not None:
+            self.update_priority(torch.tensor([index]), priority)
         return index
 
     def extend(self, tensordicts, *, update_priority: bool | None = None) -> torch.Tensor:
@@ -618,12 +621,15 @@ class TensorDictReplayBuffer(ReplayBuffer):
                 f"{type(self).__name__}.extend takes a TensorDict, got {type(tensordicts).__name__}; "
                 "use ReplayBuffer for other data"
             )
-        index = super().extend(tensordicts)
+        priority = None
         if update_priority is not False and isinstance(self._sampler, PrioritizedSampler):
             data = self._inv_transform(tensordicts)
             priority = self._reduce_priority(data, data.shape[0])
-            if priority is not None:
-                self.update_priority(index, priority)
+            if priority is not None:  # refused before any row is written
+                self._sampler._check_priority(priority)
+        index = super().extend(tensordicts)
+        if priority is not None:
+            self.update_priority(index, priority)
         return index
 
     def update_priority(self, index, priority=None) -> None:

@@ -25,7 +25,7 @@ import torch
 from tensordict import TensorDictBase
 
 from reap_replay._warn import _warn_once
-from reap_replay.trees import PriorityTree
+from reap_replay.trees import PriorityTree, _first_bad, _why_bad
 
 __all__ = [
     "PrioritizedSampler",
@@ -222,13 +222,17 @@ class SamplerWithoutReplacement(Sampler):
 class PrioritizedSampler(Sampler):
     r"""Prioritized experience replay (Schaul et al., 2015) over a sum tree and a min tree.
 
-    With ``p_i = (|priority_i| + eps) ** alpha`` over the ``N`` stored items:
+    With ``p_i = (priority_i + eps) ** alpha`` over the ``N`` stored items:
 
     * ``P(i) = p_i / sum_j p_j``;
     * the weight of a sampled item is ``w_i = (N * P(i)) ** -beta`` divided by the largest
       possible weight, that of the minimum-priority item: ``w_i = (p_i / min_j p_j) ** -beta``
       (the min over items with ``p_j > 0``: an item that cannot be drawn bounds nothing);
     * a new item gets the largest priority set so far (1.0 before any).
+
+    Priorities must be finite and ``>= 0``, with ``p_i`` within the tree's dtype: a NaN, an
+    infinity, a negative value or one that overflows is refused with a ValueError naming its
+    index, and nothing is written (one NaN would otherwise poison every later sum).
 
     The trees live on ``device``, else on the storage's device (CPU or CUDA). Asking for a
     CUDA tree without CUDA warns once with the reason and uses the CPU.
@@ -298,6 +302,17 @@ class PrioritizedSampler(Sampler):
         self._device_requested = device is not None
         self._tree = PriorityTree(max_capacity, device=self._resolve(device), dtype=dtype)
         self._max_priority: torch.Tensor | None = None
+        self._set_priority_limit()
+
+    def _set_priority_limit(self) -> None:
+        """The largest raw priority whose ``(p + eps) ** alpha`` the tree can hold."""
+        top = torch.finfo(torch.float64).max
+        if self._alpha > 0:
+            try:
+                top = min(top, self._tree.max_value ** (1.0 / self._alpha) - self._eps)
+            except OverflowError:  # a small alpha: every finite priority fits
+                pass
+        self._priority_limit = top
 
     # --------------------------------------------------------------- devices
     @staticmethod
@@ -389,7 +404,10 @@ class PrioritizedSampler(Sampler):
         """Sets the priority of the items at ``index`` (negative indices are skipped).
 
         ``priority`` is a number or a tensor with one value per index; duplicate indices keep
-        the last value. A priority that requires grad is read detached.
+        the last value. A priority that requires grad is read detached. With ``storage``, an
+        index must name a written item (``< len(storage)``), else ``< max_capacity``. Bad
+        indices or priorities (NaN, infinite, negative, overflowing the tree's dtype) raise an
+        error naming the first offending index, and nothing is written.
         """
         self._follow_storage(storage)
         index, priority = self._tree._as_arrays(index, priority, torch.float64)
@@ -406,16 +424,42 @@ class PrioritizedSampler(Sampler):
             raise IndexError(
                 f"priority index out of range: max_capacity={self._max_capacity}, got index {high}"
             )
+        if storage is not None and high >= len(storage):
+            raise IndexError(
+                f"priority index {high} names no item: the buffer holds {len(storage)} items "
+                f"(indices 0 to {len(storage) - 1}); a priority there would make sample() return "
+                "a row never written"
+            )
         if low < 0:  # e.g. items a max-value writer did not store
             keep = index >= 0
             index = index[keep]
             priority = priority[keep] if priority.shape[0] > 1 else priority
             if index.shape[0] == 0:
                 return
-        raw = abs(priority)
-        top = raw.max()
+        top = self._check_priority(priority, index)
         self._max_priority = top if self._max_priority is None else self._maximum(self._max_priority, top)
-        self._tree._write(index, (raw + self._eps) ** self._alpha, high)  # index checked above
+        self._tree._write(index, (priority + self._eps) ** self._alpha, high)  # checked above
+
+    def _check_priority(self, priority, index=None):
+        """Raises a ValueError naming the first bad priority's index (its position in the batch
+        without ``index``); returns the largest. ``priority``: an array of the tree's kind
+        (any tensor or number without ``index``)."""
+        if index is None:
+            _, priority = self._tree._as_arrays([], priority, torch.float64)
+        bad, top = _first_bad(priority, self._priority_limit)  # one min and one max
+        if bad is not None:
+            value = float(priority[bad])
+            if index is None:
+                where = f"index {bad} of the batch"
+            else:
+                where = f"index {int(index[bad if priority.shape[0] > 1 else 0])}"
+            why = _why_bad(value, self._priority_limit, f"the {self.dtype} priority tree")
+            raise ValueError(
+                f"priority {value} at {where} {why}: priorities must be finite and >= 0, "
+                f"and (priority + eps) ** alpha at most {self._tree.max_value:.4g}"
+                + (" (use dtype=torch.float64 for larger ones)" if "overflows" in why else "")
+            )
+        return top
 
     # The tree's kind of arrays (NumPy on the CPU, torch elsewhere): the update above reads the
     # same for both.
@@ -448,6 +492,7 @@ class PrioritizedSampler(Sampler):
         mp = state_dict.get("_max_priority")
         self._max_priority = None if mp is None else self._scalar(float(mp))
         self._tree.load_leaves(state_dict["_leaves"])
+        self._set_priority_limit()
 
     def __repr__(self) -> str:
         return (

@@ -93,6 +93,45 @@ def _row_reader(index: torch.Tensor):
     return read
 
 
+class _Rows:
+    """Rows checked against a storage's layout (:meth:`TensorStorage._checked`): one tensor per
+    stored leaf, in the storage's order, with its shape and dtype. Indexing selects rows."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: list):
+        self.values = values
+
+    def __len__(self) -> int:
+        return self.values[0].shape[0]
+
+    def __getitem__(self, index) -> _Rows:
+        return _Rows([v[index] for v in self.values])
+
+
+def _name(key) -> str:
+    return repr(key[0] if isinstance(key, tuple) and len(key) == 1 else key)
+
+
+def _exact_cast(key, value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``value`` cast to ``dtype`` if that keeps every value (NaN stays NaN), else a ValueError
+    naming ``key`` and a value that would change."""
+    cast = value.to(dtype)
+    same = cast.to(value.dtype) == value
+    if value.is_floating_point() and cast.is_floating_point():
+        same |= value.isnan() & cast.isnan()
+    if bool(same.all()):
+        return cast
+    first = int(torch.nonzero(~same.reshape(-1))[0, 0])
+    was, now = value.reshape(-1)[first].item(), cast.reshape(-1)[first].item()
+    raise ValueError(
+        f"entry {_name(key)} has dtype {str(value.dtype).removeprefix('torch.')} but the storage "
+        f"holds {str(dtype).removeprefix('torch.')}, and the cast changes its values ({was!r} "
+        f"becomes {now!r}); cast it yourself (.to(torch.{str(dtype).removeprefix('torch.')})) if "
+        "that is what you want"
+    )
+
+
 class Storage:
     """Base class of storages: ``set``, ``get``, ``__len__``, ``state_dict``.
 
@@ -116,6 +155,15 @@ class Storage:
 
     def _record_progress(self, cursor: int, write_count: int) -> None:
         self._last_cursor = cursor
+
+    def _checked(self, data):
+        """``data`` ready for :meth:`_write`, or an error saying what does not fit (nothing is
+        written). Writers check a batch once, then write it in one or more parts."""
+        return data
+
+    def _write(self, index, rows) -> None:
+        """Writes rows returned by :meth:`_checked`."""
+        self.set(index, rows)
 
     def _restored_progress(self):
         return None
@@ -231,6 +279,7 @@ class TensorStorage(Storage):
         self.device = torch.device(device) if device is not None else None
         self._storage = None
         self._leaves: list | None = None  # [(nested key, tensor)] for TensorDict storages
+        self._flat: list = []  # [(name, buffer, row shape, dtype)], in the order _checked reads
         self._spec = None
         self._root: _Leaf | None = None  # the storage itself, when it is one tensor
         if storage is not None:
@@ -256,6 +305,20 @@ class TensorStorage(Storage):
             self._leaves = None
             self._spec = None
             self._root = _Leaf(storage)
+        self._flat = []
+        self._flatten(self._spec, ())
+
+    def _flatten(self, spec, prefix) -> None:
+        if spec is None:
+            buf = self._storage
+            self._flat.append(("the data", buf, tuple(buf.shape[1:]), buf.dtype))
+            return
+        for key, entry in spec[1]:
+            if isinstance(entry, tuple):
+                self._flatten(entry, prefix + (key,))
+            else:
+                buf = entry.tensor
+                self._flat.append((prefix + (key,), buf, tuple(buf.shape[1:]), buf.dtype))
 
     def _make_spec(self, td: TensorDictBase):
         """A nested description used to assemble output TensorDicts quickly."""
@@ -319,40 +382,103 @@ class TensorStorage(Storage):
 
     # ------------------------------------------------------------------ writes
     def set(self, index, data) -> None:
-        """Writes ``data`` (rows along dim 0) at ``index``: a ``slice`` or a 1-D LongTensor."""
+        """Writes ``data`` (rows along dim 0) at ``index``: a ``slice`` or a 1-D LongTensor.
+
+        All or nothing: every entry is checked before any is written. The data must hold
+        exactly the storage's entries (those of its first write), each with the storage's row
+        shape (nothing is broadcast) and its dtype, or a dtype that casts to it exactly (an
+        integral float into an integer entry: yes; 0.9: no). The error names the entry.
+        """
         if isinstance(index, int):
             index = slice(index, index + 1)
             data = data.unsqueeze(0)
+        self._write(index, self._checked(data))
+
+    def _checked(self, data) -> _Rows:
         if self._storage is None:
+            if not isinstance(data, (torch.Tensor, TensorDictBase)):
+                self._init_from(data)  # raises the type error
             self._init_from(data[0])
-        if self._leaves is None:
+        if self._spec is None:
             if not isinstance(data, torch.Tensor):
                 raise TypeError(f"this storage holds tensors, got {type(data).__name__}")
-            self._write_leaf(self._storage, index, data)
-        else:
-            if not isinstance(data, TensorDictBase):
-                raise TypeError(f"this storage holds TensorDicts, got {type(data).__name__}")
-            for key, buf in self._leaves:
-                value = data.get(key, None)
-                if value is None:
-                    raise KeyError(
-                        f"the data has no entry {key!r}, which the storage holds; every write "
-                        "must carry the keys of the first one"
+            return _Rows([self._fit(self._flat[0], data, data.shape[0])])
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(f"this storage holds TensorDicts, got {type(data).__name__}")
+        values: list = []
+        self._collect(self._spec, data, (), values)
+        n = data.shape[0]
+        return _Rows([self._fit(leaf, value, n) for leaf, value in zip(self._flat, values)])
+
+    def _collect(self, spec, td, prefix, out: list) -> None:
+        """Appends ``td``'s leaves to ``out`` in the order of ``spec``, refusing missing and extra
+        entries. A plain TensorDict's own dict is read directly (a dict lookup per entry; the
+        public ``get`` costs some microseconds each, ``keys(True, True)`` tens)."""
+        src = td._tensordict if type(td) is TensorDict else dict(td.items())
+        entries = spec[1]
+        if len(src) != len(entries) or any(key not in src for key, _ in entries):
+            self._refuse_keys(entries, src, prefix)
+        for key, entry in entries:
+            value = src[key]
+            if isinstance(entry, tuple):
+                if not isinstance(value, TensorDictBase):
+                    raise TypeError(
+                        f"entry {_name(prefix + (key,))} is a {type(value).__name__}; the storage "
+                        "holds a TensorDict there"
                     )
-                self._write_leaf(buf, index, value)
+                self._collect(entry, value, prefix + (key,), out)
+            elif not isinstance(value, torch.Tensor):
+                raise TypeError(
+                    f"entry {_name(prefix + (key,))} is a {type(value).__name__}; the storage "
+                    "holds a tensor there"
+                )
+            else:
+                out.append(value)
+
+    @staticmethod
+    def _refuse_keys(entries, src, prefix) -> None:
+        mine = [key for key, _ in entries]
+        missing = [_name(prefix + (k,)) for k in mine if k not in src]
+        if missing:
+            raise KeyError(
+                f"the data has no entry {', '.join(missing)}, which the storage holds; every "
+                "write must carry the keys of the first one"
+            )
+        extra = [_name(prefix + (k,)) for k in src if k not in mine]
+        raise KeyError(
+            f"the data has entries the storage does not hold: {', '.join(extra)}; every write "
+            "must carry exactly the keys of the first one (drop them, or store them from the "
+            "first write on)"
+        )
+
+    @staticmethod
+    def _fit(leaf, value: torch.Tensor, n: int) -> torch.Tensor:
+        key, _, row_shape, dtype = leaf
+        if value.shape[0] != n or value.shape[1:] != row_shape:
+            raise ValueError(
+                f"{'entry ' + _name(key) if key != 'the data' else key} has shape "
+                f"{list(value.shape)}, expected {[n, *row_shape]}: shapes must match the "
+                "storage's rows exactly (nothing is broadcast)"
+            )
+        if value.dtype != dtype:
+            value = _exact_cast(key, value, dtype)
+        return value
+
+    def _write(self, index, rows: _Rows) -> None:
+        for leaf, value in zip(self._flat, rows.values):
+            self._write_leaf(leaf[1], index, value)
         stop = index.stop if isinstance(index, slice) else int(index.max()) + 1
         if stop > self._len:
             self._len = stop
 
     @staticmethod
     def _write_leaf(buf, index, value) -> None:
+        """Writes checked rows (same row shape and dtype) into ``buf``."""
         if isinstance(index, slice):
             buf[index].copy_(value, non_blocking=True)
         else:
             if value.device != buf.device:
                 value = value.to(buf.device)
-            if value.dtype != buf.dtype:
-                value = value.to(buf.dtype)
             buf.index_copy_(0, index.to(buf.device), value)
 
     # ------------------------------------------------------------------- reads

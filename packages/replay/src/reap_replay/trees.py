@@ -82,6 +82,37 @@ def _block_stats_numpy(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sums, low
 
 
+def _first_bad(values, limit: float):
+    """``(bad, high)``: the position of the first of ``values`` (a flat NumPy array or tensor)
+    that is NaN, negative or above ``limit`` (``None`` when every value is fine), and the max.
+
+    The fast path is one min and one max (NaN fails both comparisons); only a batch with a bad
+    value pays for the search. On CUDA the verdict costs one host sync.
+    """
+    if isinstance(values, np.ndarray):
+        high = values.max()
+        if values.min() >= 0 and high <= limit:
+            return None, high
+        ok = (values >= 0) & (values <= limit)
+        return int(np.flatnonzero(~ok)[0]), high
+    low, high = torch.aminmax(values)
+    if bool((low >= 0) & (high <= limit)):
+        return None, high
+    ok = (values >= 0) & (values <= limit)
+    return int(torch.nonzero(~ok)[0, 0]), high
+
+
+def _why_bad(value: float, limit: float, what: str) -> str:
+    """Why ``value`` is refused by :func:`_first_bad`, in words."""
+    if value != value:
+        return "is NaN"
+    if value in (float("inf"), float("-inf")):
+        return "is infinite"
+    if value < 0:
+        return "is negative"
+    return f"overflows {what} (at most {limit:.4g})"
+
+
 def _as_numpy(x, dtype=None) -> np.ndarray:
     """``x`` (tensor, array, number or list) as a flat NumPy array (of ``dtype`` if given)."""
     if isinstance(x, torch.Tensor):
@@ -139,6 +170,9 @@ class PriorityTree:
         self.block_size = bs
         self._shift = bs.bit_length() - 1
         self.num_blocks = size // bs
+        # The largest value a leaf may hold: what the dtype holds, and small enough that the
+        # float64 sum of every leaf stays finite.
+        self.max_value = min(torch.finfo(dtype).max, torch.finfo(torch.float64).max / size)
         self.use_numpy = self._resolve_numpy(use_numpy)
         self.reset()
 
@@ -185,9 +219,10 @@ class PriorityTree:
     def update(self, index, value) -> None:
         """Writes ``value`` at ``index`` (1-D, or a scalar value to broadcast).
 
-        ``index`` must lie in ``[0, size)``.
+        ``index`` must lie in ``[0, size)``; a value that is NaN, negative or above
+        :attr:`max_value` is refused (ValueError naming its index) and nothing is written.
         """
-        index, value = self._as_arrays(index, value)
+        index, value = self._as_arrays(index, value, torch.float64)
         n = index.shape[0]
         if value.shape[0] != n and value.shape[0] != 1:
             raise ValueError(
@@ -202,6 +237,12 @@ class PriorityTree:
                 raise IndexError(f"PriorityTree index out of range [0, {self.size}): got {low}..{high}")
         else:
             high = None  # reading it back would sync with the device
+        bad, _ = _first_bad(value, self.max_value)
+        if bad is not None:
+            i = int(index[bad if value.shape[0] > 1 else 0])
+            v = float(value[bad])
+            why = _why_bad(v, self.max_value, f"the tree's {self.dtype}")
+            raise ValueError(f"PriorityTree value {v} at index {i} {why}: values must be finite and >= 0")
         self._write(index, value, high)
 
     def _as_arrays(self, index, value, value_dtype: torch.dtype | None = None):
@@ -266,10 +307,21 @@ class PriorityTree:
         self._sum_np[block], self._min_np[block] = _block_stats_numpy(self._rows_np.take(block, axis=0))
 
     def load_leaves(self, values: torch.Tensor) -> None:
-        """Replaces every leaf at once and rebuilds the blocks."""
-        values = torch.as_tensor(values, device=self.device, dtype=self.dtype).reshape(-1)
+        """Replaces every leaf at once and rebuilds the blocks.
+
+        Values that are NaN, negative or above :attr:`max_value` are refused (ValueError) and
+        nothing changes.
+        """
+        values = torch.as_tensor(values, device=self.device).reshape(-1)
         if values.numel() != self.size:
             raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
+        if not values.is_floating_point():
+            raise ValueError(f"leaves must be floating point values, got {values.dtype}")
+        bad, _ = _first_bad(values.double(), self.max_value)
+        if bad is not None:
+            v = float(values[bad])
+            why = _why_bad(v, self.max_value, f"the tree's {self.dtype}")
+            raise ValueError(f"leaf {bad} holds {v}, which {why}")
         self._leaves.copy_(values)
         rows = self._leaves.view(-1, self.block_size)
         self._sum_blocks.copy_(_block_sums(rows))

@@ -121,22 +121,23 @@ class RoundRobinWriter(Writer):
         index = torch.arange(start, start + n, device=device) % max_size
         if n == 0:
             return index
+        rows = storage._checked(data)  # the whole batch, before any part of it is written
         if n > max_size:  # only the last max_size rows survive
             skip = n - max_size
-            data = data[skip:]
+            rows = rows[skip:]
             first = (start + skip) % max_size
             n_write = max_size
         else:
             first, n_write = start, n
         end = first + n_write
         if not isinstance(data, (torch.Tensor, TensorDictBase)):
-            storage.set(index[n - n_write :], data)
+            storage._write(index[n - n_write :], rows)
         elif end <= max_size:
-            storage.set(slice(first, end), data)
+            storage._write(slice(first, end), rows)
         else:
             split = max_size - first
-            storage.set(slice(first, max_size), data[:split])
-            storage.set(slice(0, end - max_size), data[split:])
+            storage._write(slice(first, max_size), rows[:split])
+            storage._write(slice(0, end - max_size), rows[split:])
         self._cursor = (start + n) % max_size
         self._write_count += n
         self._done()
@@ -207,6 +208,8 @@ class TensorDictMaxValueWriter(Writer):
         storage = self._storage
         rank = self._rank(data).cpu()
         n = rank.shape[0]
+        if n:
+            data = storage._checked(data)  # the whole batch, before any part of it is written
         max_size = storage.max_size
         index = torch.full((n,), -1, dtype=torch.long)
         # While there is room, items fill the free slots in order, whatever their rank.
@@ -232,7 +235,7 @@ class TensorDictMaxValueWriter(Writer):
         return index
 
     def _write(self, data, rank, slots) -> None:
-        self._storage.set(slots, data)
+        self._storage._write(slots, data)
         self._ranks[slots] = rank
         self._written[slots] = True
         self._write_count += int(slots.numel())
