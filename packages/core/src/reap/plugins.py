@@ -58,6 +58,13 @@ KNOWN_PROVIDERS = {
     "LazyMemmapStorage": "reap-replay",
     "GAE": "reap-value",
     "TDLambdaEstimator": "reap-value",
+    "LSTMModule": "reap-rnn-kernels",
+    "GRUModule": "reap-rnn-kernels",
+    "LSTM": "reap-rnn-kernels",
+    "GRU": "reap-rnn-kernels",
+    "set_recurrent_mode": "reap-rnn-kernels",
+    "recurrent_mode": "reap-rnn-kernels",
+    "set_recurrent_matmul_precision": "reap-rnn-kernels",
 }
 
 

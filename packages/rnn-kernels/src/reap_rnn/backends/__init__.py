@@ -1,0 +1,1 @@
+"""Recurrent backends: ``"pad"``, ``"scan"`` and ``"triton"``, registered through reap's hooks."""

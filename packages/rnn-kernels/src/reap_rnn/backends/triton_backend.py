@@ -1,0 +1,6 @@
+"""placeholder"""
+from reap_rnn.backends.base import LayeredKernel
+
+
+class TritonKernel(LayeredKernel):
+    name = "triton"

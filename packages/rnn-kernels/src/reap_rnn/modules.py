@@ -1,0 +1,332 @@
+"""``LSTMModule`` and ``GRUModule``: recurrent TensorDict modules for collection and training.
+
+In single-step mode (collection) the module reads the hidden state from the root, zeroes it
+where ``is_init`` is set and writes the next state to ``("next", ...)``. In recurrent mode
+(``set_recurrent_mode(True)``, training) it reads ``[B, T]`` batches whose rows may hold several
+trajectories (``is_init`` marks where each starts), starts every row from its stored state at
+step 0, and writes the output and the state after *every* step, computed by the chosen
+backend (``"pad"``, ``"scan"``, ``"triton"`` or ``"auto"``: pad in eager mode, scan under
+``torch.compile``). Unsupported combinations are errors, never silent fallbacks.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import unravel_key_list
+
+from reap.plugins import get_recurrent_backend
+from reap_rnn.backends.base import RNNSpec, layer_weights
+from reap_rnn.mode import recurrent_mode
+from reap_rnn.precision import check_precision
+
+BACKENDS = ("auto", "pad", "scan", "triton")
+RECOMPUTE = ("none", "full")
+
+
+def _is_compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+class _RecurrentModule(TensorDictModuleBase):
+    kind = "?"
+    rnn_cls: type = torch.nn.Module
+    state_keys: tuple[str, ...] = ()
+
+    def _setup(self, name, *, input_size, hidden_size, num_layers, bias, dropout, bidirectional,
+               extra, in_key, in_keys, out_key, out_keys, device, rnn, default_recurrent_mode,
+               recurrent_backend, recurrent_recompute, recurrent_compute_dtype,
+               recurrent_matmul_precision):
+        cls = type(self).__name__
+        if recurrent_backend not in BACKENDS:
+            raise ValueError(f"{cls}: recurrent_backend must be one of {list(BACKENDS)}, got {recurrent_backend!r}")
+        if recurrent_recompute not in RECOMPUTE:
+            raise ValueError(f"{cls}: recurrent_recompute must be one of {list(RECOMPUTE)}, got {recurrent_recompute!r}")
+        check_precision(recurrent_matmul_precision)
+        if recurrent_compute_dtype is not None and not isinstance(recurrent_compute_dtype, torch.dtype):
+            raise TypeError(f"{cls}: recurrent_compute_dtype must be a torch.dtype or None, got {recurrent_compute_dtype!r}")
+        if rnn is not None:
+            if input_size is not None or hidden_size is not None:
+                raise ValueError(f"{cls}: pass either {name}= or input_size/hidden_size, not both")
+            if not isinstance(rnn, self.rnn_cls):
+                raise TypeError(f"{cls}: {name}= must be a torch.nn.{self.rnn_cls.__name__}, got {type(rnn).__name__}")
+            if not rnn.batch_first:
+                raise ValueError(f"{cls}: {name}= must be built with batch_first=True")
+        else:
+            if input_size is None or hidden_size is None:
+                raise ValueError(f"{cls}: input_size and hidden_size are required (or pass {name}=)")
+            rnn = self.rnn_cls(input_size, hidden_size, num_layers, bias=bias, batch_first=True,
+                               dropout=dropout, bidirectional=bidirectional, device=device, **extra)
+        if rnn.bidirectional:
+            raise ValueError(
+                f"{cls}: bidirectional=True is not supported: a policy acting step by step cannot read "
+                f"future steps; use torch.nn.{self.rnn_cls.__name__} directly for bidirectional encoders"
+            )
+        if (in_key is None) == (in_keys is None):
+            raise ValueError(f"{cls}: pass exactly one of in_key and in_keys")
+        if (out_key is None) == (out_keys is None):
+            raise ValueError(f"{cls}: pass exactly one of out_key and out_keys")
+        in_keys = [in_key, *self.state_keys] if in_key is not None else list(in_keys)
+        out_keys = [out_key, *(("next", k) for k in self.state_keys)] if out_key is not None else list(out_keys)
+        in_keys, out_keys = unravel_key_list(in_keys), unravel_key_list(out_keys)
+        n = 1 + len(self.state_keys)
+        if len(in_keys) not in (n, n + 1) or (len(in_keys) == n + 1 and in_keys[-1] != "is_init"):
+            raise ValueError(
+                f"{cls}: in_keys must be the input and the {len(self.state_keys)} state key(s) "
+                f"(optionally followed by 'is_init'), got {in_keys}"
+            )
+        if len(out_keys) != n:
+            raise ValueError(f"{cls}: out_keys must be the output and the {len(self.state_keys)} next-state key(s), got {out_keys}")
+        if "is_init" not in in_keys:
+            in_keys = [*in_keys, "is_init"]
+        self.in_keys, self.out_keys = in_keys, out_keys
+        self._recurrent_mode = default_recurrent_mode
+        self.recurrent_backend = recurrent_backend
+        self.recurrent_recompute = recurrent_recompute
+        self.recurrent_compute_dtype = recurrent_compute_dtype
+        self.recurrent_matmul_precision = recurrent_matmul_precision
+        self._spec = RNNSpec(
+            kind=self.kind, num_layers=rnn.num_layers, hidden_size=rnn.hidden_size,
+            proj_size=getattr(rnn, "proj_size", 0), dropout=float(rnn.dropout),
+            recompute=recurrent_recompute, compute_dtype=recurrent_compute_dtype,
+            precision=recurrent_matmul_precision,
+        )
+        names = ("pad", "scan") if recurrent_backend == "auto" else (recurrent_backend,)
+        self._kernels = {}
+        for backend in names:
+            kernel = get_recurrent_backend(backend).impl
+            try:
+                kernel.check(self._spec)
+            except ValueError as exc:
+                raise ValueError(f"{cls}: {exc}") from None
+            self._kernels[backend] = kernel
+        return rnn
+
+    # ---- modes ---------------------------------------------------------------------------
+    @property
+    def recurrent_mode(self) -> bool:
+        """True in recurrent (``[B, T]``) mode: ``set_recurrent_mode`` wins over the default."""
+        mode = recurrent_mode()
+        return bool(self._recurrent_mode) if mode is None else mode
+
+    @recurrent_mode.setter
+    def recurrent_mode(self, value):
+        raise RuntimeError("recurrent_mode cannot be set in place; use the set_recurrent_mode context manager")
+
+    def set_recurrent_mode(self, mode: bool = True):
+        raise RuntimeError(
+            "module.set_recurrent_mode() was removed (as in TorchRL): use the reap_rnn.set_recurrent_mode "
+            "context manager or default_recurrent_mode= in the constructor"
+        )
+
+    # ---- shapes ---------------------------------------------------------------------------
+    def _state_sizes(self) -> list[int]:
+        raise NotImplementedError
+
+    def make_tensordict_primer(self):
+        """A ``TensorDictPrimer`` for the env: zero states at reset, carried between steps.
+
+        Examples:
+            >>> from reap_rnn import GRUModule
+            >>> primer = GRUModule(input_size=3, hidden_size=8, in_key="x", out_key="y").make_tensordict_primer()
+            >>> {k: tuple(v.shape) for k, v in primer.primers.items()}
+            {'recurrent_state': (1, 8)}
+        """
+        from reap.envs.transforms import TensorDictPrimer
+        from reap.specs import Unbounded
+
+        cls = type(self).__name__
+        primers = {}
+        for in_key, out_key, size in zip(self.in_keys[1:], self.out_keys[1:], self._state_sizes()):
+            if not isinstance(in_key, str) or out_key != ("next", in_key):
+                raise RuntimeError(
+                    f"{cls}.make_tensordict_primer: each next-state key must be ('next', <state key>) "
+                    f"with a plain string state key; got in_keys={self.in_keys}, out_keys={self.out_keys}"
+                )
+            primers[in_key] = Unbounded(shape=(self._spec.num_layers, size))
+        return TensorDictPrimer(primers, expand_specs=True)
+
+    # ---- forward --------------------------------------------------------------------------
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if "is_init" not in tensordict.keys():
+            raise KeyError(
+                f"{type(self).__name__}: the input has no 'is_init' entry; add InitTracker() to the env "
+                "(reap.InitTracker) so that the module knows where trajectories start"
+            )
+        if self.recurrent_mode:
+            return self._forward_recurrent(tensordict)
+        return self._forward_step(tensordict)
+
+    def _read_states(self, td, lead: tuple[int, ...], like: torch.Tensor) -> list[torch.Tensor]:
+        out = []
+        for key, size in zip(self.in_keys[1:-1], self._state_sizes()):
+            value = td.get(key, None)
+            if value is None:
+                value = like.new_zeros(*lead, self._spec.num_layers, size)
+            out.append(value)
+        return out
+
+    def _forward_step(self, tensordict):
+        shape = tensordict.batch_size
+        x = tensordict.get(self.in_keys[0])
+        x = x.reshape(-1, x.shape[-1])
+        n = x.shape[0]
+        is_init = tensordict.get("is_init").reshape(n, 1, 1)
+        states = [
+            s.reshape(n, *s.shape[-2:]).masked_fill(is_init, 0.0).transpose(0, 1).contiguous()
+            for s in self._read_states(tensordict, tuple(shape), x)
+        ]
+        y, new = self._rnn_call(x.unsqueeze(1), states)
+        tensordict.set(self.out_keys[0], y.squeeze(1).reshape(*shape, y.shape[-1]))
+        for key, s in zip(self.out_keys[1:], new):
+            tensordict.set(key, s.transpose(0, 1).reshape(*shape, s.shape[0], s.shape[-1]))
+        return tensordict
+
+    def _backend(self):
+        if self.recurrent_backend == "auto":
+            return self._kernels["scan" if _is_compiling() else "pad"]
+        return self._kernels[self.recurrent_backend]
+
+    def _forward_recurrent(self, tensordict):
+        shape = tensordict.batch_size
+        if len(shape) == 0:
+            raise ValueError(f"{type(self).__name__}: recurrent mode needs a TensorDict with a time dimension (its last batch dim)")
+        td = tensordict
+        if len(shape) == 1:
+            td = tensordict.unsqueeze(0)
+        elif len(shape) > 2:
+            td = tensordict.flatten(0, -2)
+        x = td.get(self.in_keys[0])
+        is_init = td.get("is_init").reshape(td.shape).bool()
+        states = self._read_states(td, tuple(td.shape), x)
+        state0 = tuple(s[:, 0].transpose(0, 1) for s in states)
+        kernel = self._backend()
+        y, new = kernel(self._spec, x, state0, is_init, layer_weights(self._rnn), self.training)
+        outs = [y, *new]
+        for key, value in zip(self.out_keys, outs):
+            tensordict.set(key, value.reshape(*shape, *value.shape[2:]))
+        return tensordict
+
+
+_COMMON_DOC = """
+    Args:
+        input_size, hidden_size, num_layers, bias, dropout{extra_args}, bidirectional: as in
+            ``torch.nn.{rnn}`` (``bidirectional=True`` is refused: a policy cannot read ahead).
+
+    Keyword Args:
+        in_key / in_keys: the input key, or ``[input, {state_names}]`` (``"is_init"`` is appended).
+        out_key / out_keys: the output key, or ``[output, {next_names}]``.
+        device: where the parameters live.
+        {name}: an existing ``torch.nn.{rnn}`` (``batch_first=True``) to wrap instead.
+        default_recurrent_mode: the mode outside ``set_recurrent_mode`` (default: single step).
+        recurrent_backend: ``"pad"`` (default), ``"scan"``, ``"triton"`` or ``"auto"``.
+        recurrent_recompute: ``"none"`` or ``"full"`` (recompute gate activations in backward;
+            ``"scan"`` and ``"triton"`` only).
+        recurrent_compute_dtype: dtype of the recurrent matmul in the Triton kernel (None: the
+            input's dtype; other backends refuse anything but None).
+        recurrent_matmul_precision: ``"auto"``, ``"ieee"``, ``"tf32"`` or ``"tf32x3"`` (Triton).
+"""
+
+
+class LSTMModule(_RecurrentModule):
+    __doc__ = """An LSTM reading and writing TensorDicts, with TorchRL's ``LSTMModule`` arguments.
+""" + _COMMON_DOC.format(extra_args=", proj_size", rnn="LSTM", name="lstm",
+                         state_names="h key, c key", next_names='("next", h key), ("next", c key)') + """
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap_rnn import LSTMModule, set_recurrent_mode
+        >>> lstm = LSTMModule(input_size=3, hidden_size=8, in_key="obs", out_key="features")
+        >>> td = TensorDict(obs=torch.randn(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool),
+        ...                 batch_size=[4])
+        >>> lstm(td)["next", "recurrent_state_h"].shape
+        torch.Size([4, 1, 8])
+        >>> seq = TensorDict(obs=torch.randn(4, 10, 3), is_init=torch.zeros(4, 10, 1, dtype=torch.bool),
+        ...                  batch_size=[4, 10])
+        >>> with set_recurrent_mode(True):
+        ...     lstm(seq)["features"].shape
+        torch.Size([4, 10, 8])
+    """
+
+    kind = "lstm"
+    rnn_cls = torch.nn.LSTM
+    state_keys = ("recurrent_state_h", "recurrent_state_c")
+
+    def __init__(self, input_size: int | None = None, hidden_size: int | None = None,
+                 num_layers: int = 1, *, bias: bool = True, dropout: float = 0.0, proj_size: int = 0,
+                 bidirectional: bool = False, in_key=None, in_keys=None, out_key=None, out_keys=None,
+                 device=None, lstm: torch.nn.LSTM | None = None,
+                 default_recurrent_mode: bool | None = None, recurrent_backend: str = "pad",
+                 recurrent_recompute: str = "none", recurrent_compute_dtype: torch.dtype | None = None,
+                 recurrent_matmul_precision: str = "auto"):
+        super().__init__()
+        self.lstm = self._setup(
+            "lstm", input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias,
+            dropout=dropout, bidirectional=bidirectional, extra={"proj_size": proj_size},
+            in_key=in_key, in_keys=in_keys, out_key=out_key, out_keys=out_keys, device=device,
+            rnn=lstm, default_recurrent_mode=default_recurrent_mode,
+            recurrent_backend=recurrent_backend, recurrent_recompute=recurrent_recompute,
+            recurrent_compute_dtype=recurrent_compute_dtype,
+            recurrent_matmul_precision=recurrent_matmul_precision,
+        )
+
+    @property
+    def _rnn(self):
+        return self.lstm
+
+    def _state_sizes(self):
+        return [self.lstm.proj_size or self.lstm.hidden_size, self.lstm.hidden_size]
+
+    def _rnn_call(self, x, states):
+        y, (h, c) = self.lstm(x, tuple(states))
+        return y, (h, c)
+
+
+class GRUModule(_RecurrentModule):
+    __doc__ = """A GRU reading and writing TensorDicts, with TorchRL's ``GRUModule`` arguments.
+""" + _COMMON_DOC.format(extra_args="", rnn="GRU", name="gru", state_names="state key",
+                         next_names='("next", state key)') + """
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap_rnn import GRUModule
+        >>> gru = GRUModule(input_size=3, hidden_size=8, num_layers=2, in_key="obs", out_key="features")
+        >>> td = TensorDict(obs=torch.randn(4, 3), is_init=torch.ones(4, 1, dtype=torch.bool),
+        ...                 batch_size=[4])
+        >>> gru(td)["next", "recurrent_state"].shape
+        torch.Size([4, 2, 8])
+    """
+
+    kind = "gru"
+    rnn_cls = torch.nn.GRU
+    state_keys = ("recurrent_state",)
+
+    def __init__(self, input_size: int | None = None, hidden_size: int | None = None,
+                 num_layers: int = 1, *, bias: bool = True, dropout: float = 0.0,
+                 bidirectional: bool = False, in_key=None, in_keys=None, out_key=None, out_keys=None,
+                 device=None, gru: torch.nn.GRU | None = None,
+                 default_recurrent_mode: bool | None = None, recurrent_backend: str = "pad",
+                 recurrent_recompute: str = "none", recurrent_compute_dtype: torch.dtype | None = None,
+                 recurrent_matmul_precision: str = "auto"):
+        super().__init__()
+        self.gru = self._setup(
+            "gru", input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias,
+            dropout=dropout, bidirectional=bidirectional, extra={},
+            in_key=in_key, in_keys=in_keys, out_key=out_key, out_keys=out_keys, device=device,
+            rnn=gru, default_recurrent_mode=default_recurrent_mode,
+            recurrent_backend=recurrent_backend, recurrent_recompute=recurrent_recompute,
+            recurrent_compute_dtype=recurrent_compute_dtype,
+            recurrent_matmul_precision=recurrent_matmul_precision,
+        )
+
+    @property
+    def _rnn(self):
+        return self.gru
+
+    def _state_sizes(self):
+        return [self.gru.hidden_size]
+
+    def _rnn_call(self, x, states):
+        y, h = self.gru(x, states[0])
+        return y, (h,)

@@ -1,0 +1,146 @@
+"""Options: recompute saves less, bad arguments and unsupported combinations are clear errors,
+``auto`` picks pad in eager mode, the plugin registers everything, docstring examples run."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+import torch
+from rnn_reference import make_batch
+
+import reap_rnn
+from reap_rnn import GRUModule, LSTMModule, set_recurrent_mode
+
+
+def saved_for_backward(module, td):
+    """Number and bytes of the tensors autograd keeps for backward of one recurrent forward."""
+    count, nbytes = 0, 0
+
+    def pack(t):
+        nonlocal count, nbytes
+        count += 1
+        nbytes += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), set_recurrent_mode(True):
+        out = module(td)
+    return count, nbytes, out
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recompute_full_saves_fewer_tensors(kind):
+    cls = LSTMModule if kind == "lstm" else GRUModule
+    torch.manual_seed(0)
+    none = cls(input_size=4, hidden_size=16, num_layers=2, in_key="x", out_key="y", recurrent_backend="scan")
+    full = cls(input_size=4, hidden_size=16, num_layers=2, in_key="x", out_key="y", recurrent_backend="scan",
+               recurrent_recompute="full")
+    full.load_state_dict(none.state_dict())
+    td = make_batch(none, 8, 32, torch.float32, torch.Generator().manual_seed(0))
+    n_none, b_none, _ = saved_for_backward(none, td.clone())
+    n_full, b_full, _ = saved_for_backward(full, td.clone())
+    assert n_full < n_none
+    assert b_full < 0.7 * b_none
+
+
+def test_bad_arguments_name_the_argument():
+    kw = {"input_size": 3, "hidden_size": 4, "in_key": "x", "out_key": "y"}
+    with pytest.raises(ValueError, match="recurrent_backend must be one of"):
+        LSTMModule(**kw, recurrent_backend="cudnn")
+    with pytest.raises(ValueError, match="recurrent_recompute must be one of"):
+        LSTMModule(**kw, recurrent_recompute="some")
+    with pytest.raises(ValueError, match="recurrent_matmul_precision must be one of"):
+        GRUModule(**kw, recurrent_matmul_precision="bf16")
+    with pytest.raises(ValueError, match="bidirectional=True is not supported"):
+        LSTMModule(**kw, bidirectional=True)
+    with pytest.raises(ValueError, match="'scan' does not support proj_size; use recurrent_backend='pad'"):
+        LSTMModule(**kw, proj_size=2, recurrent_backend="scan")
+    with pytest.raises(ValueError, match="'pad' does not support recurrent_compute_dtype"):
+        LSTMModule(**kw, recurrent_compute_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="pass exactly one of in_key and in_keys"):
+        LSTMModule(input_size=3, hidden_size=4, out_key="y")
+    with pytest.raises(ValueError, match="in_keys must be"):
+        LSTMModule(input_size=3, hidden_size=4, in_keys=["x", "h"], out_key="y")
+    with pytest.raises(ValueError, match="not both"):
+        GRUModule(input_size=3, hidden_size=4, in_key="x", out_key="y", gru=torch.nn.GRU(3, 4, batch_first=True))
+    with pytest.raises(ValueError, match="batch_first=True"):
+        GRUModule(in_key="x", out_key="y", gru=torch.nn.GRU(3, 4))
+    with pytest.raises(ValueError, match="recurrent_recompute='full'"):
+        GRUModule(**kw, recurrent_backend="auto", recurrent_recompute="full")
+
+
+def test_missing_is_init_names_init_tracker():
+    from tensordict import TensorDict
+
+    module = GRUModule(input_size=3, hidden_size=4, in_key="x", out_key="y")
+    with pytest.raises(KeyError, match="InitTracker"):
+        module(TensorDict(x=torch.randn(2, 3), batch_size=[2]))
+
+
+def test_wraps_an_existing_rnn_and_keeps_its_weights():
+    lstm = torch.nn.LSTM(3, 4, 2, batch_first=True)
+    module = LSTMModule(lstm=lstm, in_key="x", out_key="y")
+    assert module.lstm is lstm
+    assert module.out_keys == ["y", ("next", "recurrent_state_h"), ("next", "recurrent_state_c")]
+
+
+def test_default_recurrent_mode_and_context_manager():
+    module = GRUModule(input_size=3, hidden_size=4, in_key="x", out_key="y", default_recurrent_mode=True)
+    assert module.recurrent_mode is True
+    with set_recurrent_mode(False):
+        assert module.recurrent_mode is False
+    assert module.recurrent_mode is True
+    with pytest.raises(RuntimeError, match="context manager"):
+        module.set_recurrent_mode(True)
+    with pytest.raises(ValueError, match="'recurrent' or 'sequential'"):
+        set_recurrent_mode("train")
+
+
+def test_auto_is_pad_in_eager_and_scan_under_compile():
+    module = LSTMModule(input_size=3, hidden_size=4, in_key="x", out_key="y", recurrent_backend="auto")
+    assert module._backend().name == "pad"
+    assert set(module._kernels) == {"pad", "scan"}
+
+
+def test_layers_match_torch():
+    torch.manual_seed(0)
+    for ours, theirs in [(reap_rnn.LSTM(3, 5, 2), torch.nn.LSTM(3, 5, 2, batch_first=True)),
+                         (reap_rnn.GRU(3, 5, 2), torch.nn.GRU(3, 5, 2, batch_first=True))]:
+        theirs.load_state_dict(ours.state_dict())
+        x = torch.randn(4, 6, 3)
+        y1, s1 = ours(x)
+        y2, s2 = theirs(x)
+        torch.testing.assert_close(y1, y2)
+        torch.testing.assert_close(s1, s2)
+
+
+MODULES = ["reap_rnn", "reap_rnn.modules", "reap_rnn.mode", "reap_rnn.precision", "reap_rnn.layers",
+           "reap_rnn.plugin", "reap_rnn.backends.base", "reap_rnn.backends.pad", "reap_rnn.backends.scan"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_every_public_object_has_an_example():
+    for name in reap_rnn.__all__:
+        obj = getattr(reap_rnn, name)
+        if callable(obj) and not isinstance(obj, type) and name == "recurrent_mode":
+            continue
+        doc = obj.__doc__ or ""
+        assert "Examples:" in doc and ">>>" in doc, name
+
+
+def test_plugin_registers_backends_and_exports():
+    import reap
+    from reap.plugins import get_recurrent_backend, get_registries
+
+    for name in ("pad", "scan", "triton"):
+        assert get_recurrent_backend(name).name == name
+    exports = get_registries().exports
+    for name in reap_rnn.__all__:
+        assert exports[name] == f"reap_rnn:{name}"
+    assert reap.LSTMModule is reap_rnn.LSTMModule
