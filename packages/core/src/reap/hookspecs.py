@@ -63,3 +63,32 @@ def reap_batch_ready(collector, batch):
 @hookspec
 def reap_collector_shutdown(collector, worker_idx):
     """``collector`` (or its worker ``worker_idx``) shuts down; release what the plugin holds."""
+
+
+@hookspec
+def reap_plugin_options(collector, name, options):
+    """Plugin ``name``'s ``options`` were set on ``collector`` (``None``: removed).
+
+    Called by ``BaseCollector.set_plugin_options`` in the process that set them, then again in
+    every worker process, Ray actor or rank the collector forwards them to, on the collector
+    that worker runs (see ``reap.collectors.base.options_for_worker``).
+    """
+
+
+@hookspec(firstresult=True)
+def reap_plugin_report(collector, name):
+    """Return what plugin ``name`` gathered in ``collector``, picklable, or None if not yours.
+
+    Remote collectors ask each worker for it (``BaseCollector.worker_plugin_reports``), so a
+    plugin's per-worker results come back to the driver whatever the backend.
+    """
+
+
+@hookspec
+def reap_worker_phase(collector, worker_idx, phase):
+    """Worker ``worker_idx`` of a remote collector enters ``phase`` between two rollouts.
+
+    ``phase`` is ``"wait"`` (idle until asked for its next batch or sent weights) or
+    ``"weight_sync"`` (loading new weights into ``collector``, the collector it runs). Called at
+    most a few times per rollout, never per step.
+    """

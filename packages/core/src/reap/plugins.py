@@ -68,6 +68,10 @@ KNOWN_PROVIDERS = {
 }
 
 
+    "ProfileConfig": "reap-profiling",
+    "CollectorTimings": "reap-profiling",
+    "enable_profile": "reap-profiling",
+    "collector_timings": "reap-profiling",
 class PluginNotInstalledError(ImportError, KeyError):
     """Something was asked for that no installed plugin provides."""
 

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 from tensordict import TensorDictBase
 
+from reap.plugins import PluginNotInstalledError, hook, resolve_export
+
 
 class BaseCollector:
     """Common protocol of the single-process, multi-process and remote collectors.
@@ -59,6 +61,62 @@ class BaseCollector:
     def shutdown(self) -> None:
         raise NotImplementedError
 
+    # ---- plugins: options that reach every worker, reports that come back ----------------
+    def set_plugin_options(self, name: str, options) -> None:
+        """Give plugin ``name`` its ``options`` in this collector and in each of its workers.
+
+        ``None`` removes them. The ``reap_plugin_options`` hook sees them here; a remote
+        collector then forwards :func:`options_for_worker` ``(options, i)`` to each worker ``i``,
+        whose process calls ``set_plugin_options`` on the collector it runs.
+        """
+        table = self.__dict__.setdefault("_plugin_options", {})
+        if options is None:
+            table.pop(name, None)
+        else:
+            table[name] = options
+        hook().reap_plugin_options(collector=self, name=name, options=options)
+        self._forward_plugin_options(name, options)
+
+    @property
+    def plugin_options(self) -> dict:
+        """The options set with :meth:`set_plugin_options`, by plugin name."""
+        return dict(self.__dict__.get("_plugin_options", {}))
+
+    def _forward_plugin_options(self, name: str, options) -> None:
+        """Remote collectors send ``options_for_worker(options, i)`` to each worker ``i`` (and
+        keep it for workers that restart); a collector that runs its own rollouts has none."""
+
+    def plugin_report(self, name: str):
+        """What plugin ``name`` gathered here and in the workers (the ``reap_plugin_report`` hook)."""
+        return hook().reap_plugin_report(collector=self, name=name)
+
+    def worker_plugin_reports(self, name: str) -> list | None:
+        """Remote collectors: each worker's ``plugin_report(name)``, in worker order; None for a
+        collector that runs its own rollouts."""
+        return None
+
+    # ---- profiling (reap-profiling, found through the plugin registry) ---------------------
+    def enable_profile(self, config=None, **kwargs) -> None:
+        """Trace chosen workers' rollouts with ``torch.profiler`` and time every phase.
+
+        ``config`` is a ``ProfileConfig``, or pass its fields as keywords (``workers``,
+        ``num_rollouts``, ``warmup_rollouts``, ``save_path``, ...). Call it before iterating.
+        Provided by reap-profiling; without it this raises ``PluginNotInstalledError``.
+        """
+        resolve_export("enable_profile")(self, config, **kwargs)
+
+    def disable_profile(self) -> None:
+        """Stop profiling (writing the traces recorded so far); a no-op when it is not on."""
+        try:
+            disable = resolve_export("disable_profile")
+        except PluginNotInstalledError:
+            return
+        disable(self)
+
+    def timings(self):
+        """Per worker, the share of wall time in each phase of collection (reap-profiling)."""
+        return resolve_export("collector_timings")(self)
+
     def __enter__(self):
         return self
 
@@ -72,6 +130,21 @@ class BaseCollector:
             except Exception as exc:  # interpreter teardown: report, never raise
                 warnings.warn(f"{type(self).__name__}.shutdown() failed during garbage collection: {exc}",
                               RuntimeWarning, stacklevel=1)
+
+
+def options_for_worker(options, worker_idx: int):
+    """``options`` as worker ``worker_idx`` of a remote collector gets them.
+
+    A value with a ``for_worker(idx)`` method is specialised for that worker (nested remote
+    collectors apply it at each level); any other value is forwarded unchanged.
+
+    Examples:
+        >>> from reap.collectors.base import options_for_worker
+        >>> options_for_worker({"level": 2}, 1)
+        {'level': 2}
+    """
+    for_worker = getattr(options, "for_worker", None)
+    return options if for_worker is None else for_worker(worker_idx)
 
 
 def check_frames(frames_per_batch, total_frames, name: str = "") -> None:
