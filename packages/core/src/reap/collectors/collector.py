@@ -242,6 +242,7 @@ class Collector(BaseCollector):
             outputs = self._runner.probe(probe_in)
         check_action(outputs[env.action_key], env)
         self._policy_keys = [k for k in outputs if k != env.action_key]
+        targets = dict(root)  # where the runner writes each output: a root array, or a next one
         for key in self._policy_keys:
             value = outputs[key]
             if not isinstance(value, torch.Tensor) or tuple(value.shape[: len(env.batch_size)]) != tuple(env.batch_size):
@@ -249,10 +250,13 @@ class Collector(BaseCollector):
                     f"policy output {key!r} must be a tensor with the env's batch dims "
                     f"{tuple(env.batch_size)}, got {getattr(value, 'shape', type(value).__name__)}"
                 )
+            if isinstance(key, tuple) and len(key) == 2 and key[0] == "next" and key[1] in nxt:
+                targets[key] = nxt[key[1]]  # e.g. a recurrent state: carried to the next root
+                continue
             buf = torch.zeros((steps + 1, *value.shape), dtype=value.dtype)
             self._root_torch[key] = buf
-            root[key] = buf.numpy()
-        self._runner.bind(root, self._root_torch, [env.action_key, *self._policy_keys])
+            root[key] = targets[key] = buf.numpy()
+        self._runner.bind(targets, self._root_torch, [env.action_key, *self._policy_keys])
         batch = env.batch_size
         self._carry = [(root[k], nxt[k]) for k in env.state_keys]
         self._carried_keys = [k for k in env.state_keys]

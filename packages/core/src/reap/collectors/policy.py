@@ -112,7 +112,7 @@ class PolicyRunner:
             out = self.fn(td)
             if not isinstance(out, TensorDictBase):
                 raise TypeError(f"policy returned {type(out).__name__}, expected a TensorDict")
-            keys = [k for k in out.keys(include_nested=True, leaves_only=True) if k not in root_td.keys()]
+            keys = [k for k in out.keys(include_nested=True, leaves_only=True) if k not in root_td.keys(True)]
             outputs = {k: out.get(k) for k in dict.fromkeys([*self.out_keys, *keys]) if k in out.keys(True)}
         else:
             args = [self._to_device(root_td.get(k)) for k in self.in_keys]

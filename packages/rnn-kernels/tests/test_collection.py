@@ -1,0 +1,89 @@
+"""A recurrent policy end to end: collect with an LSTM policy (``Collector``,
+``MultiSyncCollector``), then train on the batch in recurrent mode: the states the collector
+stored are those recurrent mode recomputes, zeroed where a trajectory starts and carried
+between batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict.nn import TensorDictModule, TensorDictSequential
+
+from reap import Collector, GymEnv, InitTracker, TransformedEnv
+from reap_rnn import LSTMModule, set_recurrent_mode
+
+NUM_ENVS, HIDDEN = 3, 8
+
+
+class Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(HIDDEN, 2)
+
+    def forward(self, embed):
+        return self.linear(embed).argmax(-1)
+
+
+def make_policy(backend="scan"):
+    torch.manual_seed(0)
+    lstm = LSTMModule(input_size=4, hidden_size=HIDDEN, num_layers=2, in_key="observation",
+                      out_key="embed", recurrent_backend=backend)
+    head = TensorDictModule(Head(), in_keys=["embed"], out_keys=["action"])
+    return TensorDictSequential(lstm, head), lstm
+
+
+def make_env():
+    _, lstm = make_policy()
+    return TransformedEnv(GymEnv("CartPole-v1", num_envs=NUM_ENVS), InitTracker()).append_transform(
+        lstm.make_tensordict_primer()
+    )
+
+
+def check_batch(batch, lstm):
+    is_init = batch["is_init"]
+    assert is_init[..., 0, :].all() or is_init.any()
+    assert is_init[..., 1:, :].any(), "the batch should hold resets in the middle of rows"
+    for key in ("recurrent_state_h", "recurrent_state_c"):
+        root, nxt = batch[key], batch["next", key]
+        # the root of step t + 1 is the next state of step t, or zeros where a trajectory starts
+        continued = ~is_init[..., 1:, 0]
+        torch.testing.assert_close(root[..., 1:, :, :][continued], nxt[..., :-1, :, :][continued], rtol=0, atol=0)
+        assert (root[is_init[..., 0]] == 0).all()
+        assert nxt.abs().sum() > 0
+    recomputed = batch.clone()
+    with set_recurrent_mode(True), torch.no_grad():
+        lstm(recomputed)
+    for key in ("embed", ("next", "recurrent_state_h"), ("next", "recurrent_state_c")):
+        torch.testing.assert_close(recomputed[key], batch[key], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["pad", "scan"])
+def test_collector_stores_the_states_recurrent_mode_recomputes(backend):
+    policy, lstm = make_policy(backend)
+    with Collector(make_env(), policy, frames_per_batch=NUM_ENVS * 40, total_frames=NUM_ENVS * 80) as collector:
+        batches = list(collector)
+    for batch in batches:
+        assert batch.batch_size == torch.Size([NUM_ENVS, 40])
+        check_batch(batch, lstm)
+    first, second = batches
+    # carried across batches: the second batch starts from where the first one ended
+    go_on = ~second["is_init"][:, 0, 0]
+    torch.testing.assert_close(second["recurrent_state_h"][:, 0][go_on], first["next", "recurrent_state_h"][:, -1][go_on])
+    # and training on it: gradients flow through the recurrent mode
+    with set_recurrent_mode(True):
+        loss = lstm(second.clone())["embed"].pow(2).mean()
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in lstm.parameters())
+
+
+@pytest.mark.slow
+def test_multisync_collector_carries_states_in_workers():
+    reap_mp = pytest.importorskip("reap_mp")
+    policy, lstm = make_policy()
+    with reap_mp.MultiSyncCollector([make_env, make_env], policy, frames_per_batch=2 * NUM_ENVS * 40,
+                                    total_frames=2 * NUM_ENVS * 80) as collector:
+        batches = list(collector)
+    assert len(batches) == 2
+    for batch in batches:
+        assert batch.batch_size == torch.Size([2, NUM_ENVS, 40])
+        check_batch(batch, lstm)
