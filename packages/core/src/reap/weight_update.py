@@ -1,8 +1,9 @@
 """Moving trainer weights into a collector's policy.
 
 ``as_weights`` turns every form TorchRL's ``update_policy_weights_`` accepts (a module, a
-TensorDict, a state dict) into a TensorDict of tensors; ``VanillaWeightUpdater`` copies such
-weights into an in-process policy. Multi-process packages build their updaters on
+TensorDict, a state dict) into a TensorDict of tensors; ``match_weights`` checks them against
+the policy's (same keys, equal shapes, dtypes cast only when exact) and ``copy_weights`` writes
+them; ``VanillaWeightUpdater`` copies such weights into an in-process policy. Multi-process packages build their updaters on
 ``WeightUpdaterBase``.
 
 Examples:
@@ -17,6 +18,7 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 
 import torch
@@ -39,12 +41,39 @@ def as_weights(obj) -> TensorDictBase:
     )
 
 
-def copy_weights(dest: TensorDictBase, weights: TensorDictBase) -> None:
-    """Copy ``weights`` into ``dest`` in place, with a clear error if the structures differ."""
-    dest_keys, src_keys = _leaf_keys(dest), _leaf_keys(weights)
+def copy_weights(dest: TensorDictBase, weights) -> None:
+    """Copy ``weights`` (any form :func:`as_weights` takes) into ``dest`` in place, after
+    :func:`match_weights` checked them."""
+    weights = match_weights(dest, weights)
+    with torch.no_grad():
+        dest.update_(weights)
+
+
+def match_weights(template: TensorDictBase, weights) -> TensorDictBase:
+    """``weights`` (any form :func:`as_weights` takes) laid out exactly as ``template``, or a ValueError.
+
+    Keys must match (weights of a ``TensorDictModule``'s inner module may omit the leading
+    ``"module"``), shapes must be equal (no broadcasting), and a leaf whose dtype differs from
+    the template's is cast only when the cast is exact: every value comes back unchanged (NaN
+    as NaN). The error names the key. Only the template's shapes and dtypes are read, so it
+    may live on the ``"meta"`` device. Returns ``weights`` itself when nothing needs a cast.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> policy = TensorDict({"weight": torch.zeros(1, 3)})
+        >>> match_weights(policy, TensorDict({"weight": torch.ones(1, 3, dtype=torch.int64)}))["weight"].dtype
+        torch.float32
+        >>> match_weights(policy, TensorDict({"weight": torch.ones(3)}))
+        Traceback (most recent call last):
+        ...
+        ValueError: the weights' 'weight' has shape (3,) but the policy's has shape (1, 3); pass weights of exactly the policy's shapes
+    """
+    weights = as_weights(weights)
+    dest_keys, src_keys = _leaf_keys(template), _leaf_keys(weights)
     if dest_keys != src_keys and {("module", *k) for k in src_keys} == dest_keys:
         weights = TensorDict({"module": weights})  # the inner module's weights of a TensorDictModule
-        src_keys = _leaf_keys(weights)
+        src_keys = dest_keys
     if dest_keys != src_keys:
         def names(keys):
             return sorted(".".join(k) for k in keys)[:5]
@@ -53,8 +82,62 @@ def copy_weights(dest: TensorDictBase, weights: TensorDictBase) -> None:
             "the weights do not match the policy's parameters: missing "
             f"{names(dest_keys - src_keys)}, unexpected {names(src_keys - dest_keys)}"
         )
-    with torch.no_grad():
-        dest.update_(weights)
+    casts = {}
+    for key, dest in template.items(include_nested=True, leaves_only=True):
+        src = weights.get(key)
+        name = ".".join(key) if isinstance(key, tuple) else key
+        if not isinstance(src, torch.Tensor):
+            raise ValueError(f"the weights' {name!r} is a {type(src).__name__}, not a tensor")
+        if src.shape != dest.shape:
+            raise ValueError(
+                f"the weights' {name!r} has shape {tuple(src.shape)} but the policy's has shape "
+                f"{tuple(dest.shape)}; pass weights of exactly the policy's shapes"
+            )
+        if src.dtype != dest.dtype:
+            casts[key] = exact_cast(src, dest.dtype, name=name)
+    if casts:
+        weights = weights.copy()  # shallow: the caller's TensorDict is left as it was
+        for key, value in casts.items():
+            weights.set(key, value)
+    return weights
+
+
+def exact_cast(tensor: torch.Tensor, dtype: torch.dtype, *, name: str = "tensor") -> torch.Tensor:
+    """``tensor`` cast to ``dtype`` if every value survives the cast unchanged, else ValueError.
+
+    A value survives when the cast value equals the original (compared at the promoted dtype)
+    and casting it back gives the original again; NaN counts as equal to NaN.
+
+    Examples:
+        >>> import torch
+        >>> exact_cast(torch.tensor([1, 2]), torch.float32)
+        tensor([1., 2.])
+        >>> exact_cast(torch.tensor([0.5]), torch.int64, name="bias")
+        Traceback (most recent call last):
+        ...
+        ValueError: the weights' 'bias' are torch.float32 and cannot be cast exactly to the policy's torch.int64 (0.5 would become 0); convert them to torch.int64 yourself if that loss is intended
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # complex -> real warns; a lost imaginary part is refused below
+        cast = tensor.detach().to(dtype)
+        back = cast.to(tensor.dtype)
+        same = _equal_or_nan(back, tensor) & _equal_or_nan(cast, tensor)
+    if not bool(same.all()):
+        i = int((~same).reshape(-1).nonzero()[0])
+        before, after = tensor.reshape(-1)[i].item(), cast.reshape(-1)[i].item()
+        raise ValueError(
+            f"the weights' {name!r} are {tensor.dtype} and cannot be cast exactly to the policy's "
+            f"{dtype} ({before!r} would become {after!r}); convert them to {dtype} yourself if that "
+            "loss is intended"
+        )
+    return cast
+
+
+def _equal_or_nan(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    same = a == b
+    if a.is_floating_point() or a.is_complex() or b.is_floating_point() or b.is_complex():
+        same = same | (torch.isnan(a) & torch.isnan(b))
+    return same
 
 
 def _leaf_keys(td: TensorDictBase) -> set[tuple[str, ...]]:
