@@ -1,0 +1,672 @@
+"""``RayCollector``: reap collectors in Ray actors, on one machine or a cluster.
+
+Each remote collector is a Ray actor running a reap collector (``Collector``,
+``MultiSyncCollector`` or ``MultiAsyncCollector``) one batch per request. The driver keeps one
+request in flight per actor:
+
+* ``sync=True`` yields every actor's batch stacked: ``[num_collectors, *actor_batch]`` with
+  ``frames_per_batch // num_collectors`` frames per actor (TorchRL's layout).
+* ``sync=False`` (the default, as TorchRL) yields each actor's batch as it arrives.
+
+Weights cost one ``ray.put`` per update; the object ref travels with each actor's next collect
+request, and the actor loads it before that rollout (never during one). Every batch records
+its weights in ``("collector", "policy_version")`` and, with reap's ``Collector``, its actor in
+``("collector", "worker_id")``.
+
+Faults: a dead actor (killed, or its process exited) is replaced, up to ``max_restarts`` times
+per actor, gets the latest weights with its first request, and redoes the batch lost with it;
+an exception inside an actor is raised in the driver with the actor's index and traceback; an
+actor with a request outstanding for ``actor_timeout`` seconds is reported as hung. Every wait
+is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from tensordict.nn import InteractionType
+
+from reap.collectors.base import BaseCollector
+from reap.collectors.collector import Collector
+from reap.envs.base import EnvBase
+from reap.plugins import hook
+from reap.weight_update import WeightUpdaterBase, weights_from_update_args
+from reap_ray._actor import CollectorActor
+from reap_ray._ray import (
+    ensure_ray,
+    kill_actors,
+    remote_config,
+    shutdown_ray_if_ours,
+    wait_ready,
+)
+from reap_ray.replay_buffer import RayReplayBuffer
+from reap_ray.weight_sync import RayWeightSyncScheme, RayWeightUpdater
+
+COLLECTOR_CLASSES = ("single", "sync", "async")
+
+
+class RayCollectorError(RuntimeError):
+    """A remote collector failed; ``worker_idx`` is the actor's index."""
+
+    def __init__(self, message: str, worker_idx: int):
+        super().__init__(message)
+        self.worker_idx = worker_idx
+
+
+def actor_seed(seed: int, idx: int, restarts: int = 0) -> int:
+    """Actor ``idx``'s seed for ``set_seed(seed)``: distinct per actor and restart, reproducible."""
+    state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
+    return int(state[0] & 0x7FFFFFFF)
+
+
+def _resolve_collector_class(collector_class, owner: str):
+    if collector_class is None or collector_class == "single":
+        return Collector
+    if collector_class in ("sync", "async"):
+        from reap.plugins import resolve_export
+
+        return resolve_export("MultiSyncCollector" if collector_class == "sync" else "MultiAsyncCollector")
+    if isinstance(collector_class, str):
+        raise ValueError(f"{owner}: collector_class must be a collector class or one of {COLLECTOR_CLASSES}, got {collector_class!r}")
+    if not (isinstance(collector_class, type) and issubclass(collector_class, BaseCollector)):
+        raise TypeError(
+            f"{owner}: collector_class must be reap's Collector, MultiSyncCollector, "
+            f"MultiAsyncCollector (or a subclass), or one of {COLLECTOR_CLASSES}; got {collector_class!r}"
+        )
+    return collector_class
+
+
+def _listify(value, n: int, name: str, owner: str) -> list:
+    if isinstance(value, list):
+        if len(value) != n:
+            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} collectors")
+        return list(value)
+    return [value] * n
+
+
+def _positive(value, name: str, owner: str, *, number: bool = False, allow_zero: bool = False) -> None:
+    kinds = (int, float) if number else (int,)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < 0 or (value == 0 and not allow_zero):
+        kind = "a positive number of seconds" if number else ("a non-negative int" if allow_zero else "a positive int")
+        raise ValueError(f"{owner}: {name} must be {kind}, got {value!r}")
+
+
+class RayCollector(BaseCollector):
+    """Collect with reap collectors running as Ray actors (TorchRL's ``RayCollector`` API).
+
+    Arguments follow TorchRL's ``RayCollector``: ``create_env_fn`` (a callable, an env or a
+    list with one per collector), ``policy`` or ``policy_factory``, ``frames_per_batch``,
+    ``total_frames``, the devices (scalar or one per collector), ``max_frames_per_traj``,
+    ``init_random_frames``, ``reset_at_each_iter``, ``postproc``, ``split_trajs``,
+    ``exploration_type``, ``collector_class`` (reap's ``Collector``, ``MultiSyncCollector``,
+    ``MultiAsyncCollector``, a subclass, or ``"single"``/``"sync"``/``"async"``),
+    ``collector_kwargs`` (dict or one per collector), ``num_workers_per_collector`` (envs, or
+    worker processes, per actor), ``num_collectors`` (else inferred from list lengths),
+    ``sync`` (default False), ``ray_init_config``, ``remote_configs`` (Ray actor options,
+    dict or one per collector; default ``num_cpus=1``, no GPU, 2 GiB), ``update_after_each_batch``,
+    ``max_weight_update_interval`` (an actor never collects more than ``k`` batches after its
+    last weights update once the central policy may have changed: it is sent the central
+    policy's weights when due), ``replay_buffer`` (a :class:`RayReplayBuffer`: actors write
+    into it, the iterator yields ``None``), ``weight_sync_schemes`` (``{"policy":
+    RayWeightSyncScheme()}``), ``use_env_creator`` (accepted; reap needs no env creator).
+
+    reap adds, keyword-only: ``max_restarts`` (per actor, default 3), ``actor_timeout``
+    (seconds a request may take before the actor is reported hung, default 30),
+    ``actor_start_timeout`` (seconds to place and build the actors, default 60) and
+    ``max_writes_in_flight`` (writes each actor may have outstanding to the replay buffer).
+
+    The actors live until ``shutdown()``, the ``with`` block's end, garbage collection or
+    interpreter exit; finishing an iteration leaves them running.
+
+    Examples:
+        >>> import torch  # doctest: +SKIP
+        >>> from tensordict.nn import TensorDictModule
+        >>> from reap import GymEnv, RayCollector
+        >>> policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+        >>> with RayCollector(lambda: GymEnv("Pendulum-v1", num_envs=4), policy, num_collectors=2,
+        ...                   frames_per_batch=64, total_frames=128, sync=True) as collector:
+        ...     for batch in collector:
+        ...         print(batch.batch_size)  # [2 actors, 4 envs, 8 steps]
+        ...         collector.update_policy_weights_(policy)
+        torch.Size([2, 4, 8])
+        torch.Size([2, 4, 8])
+    """
+
+    _closed = True  # until the actors exist
+
+    def __init__(
+        self,
+        create_env_fn: Callable | EnvBase | list,
+        policy=None,
+        *,
+        policy_factory: Callable | list | None = None,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        device=None,
+        storing_device=None,
+        env_device=None,
+        policy_device=None,
+        max_frames_per_traj: int | None = None,
+        init_random_frames: int | None = None,
+        reset_at_each_iter: bool = False,
+        postproc: Callable | None = None,
+        split_trajs: bool = False,
+        exploration_type=InteractionType.RANDOM,
+        collector_class=Collector,
+        collector_kwargs: dict | list | None = None,
+        num_workers_per_collector: int = 1,
+        sync: bool = False,
+        ray_init_config: dict | None = None,
+        remote_configs: dict | list | None = None,
+        num_collectors: int | None = None,
+        update_after_each_batch: bool = False,
+        max_weight_update_interval: int = -1,
+        replay_buffer: RayReplayBuffer | None = None,
+        weight_updater=None,
+        weight_sync_schemes: dict | None = None,
+        use_env_creator: bool = False,
+        max_restarts: int = 3,
+        actor_timeout: float = 30.0,
+        actor_start_timeout: float = 60.0,
+        max_writes_in_flight: int = 2,
+        backend: str | None = None,
+        num_workers: int | None = None,
+        **collector_options,
+    ):
+        owner = "RayCollector"
+        if not isinstance(sync, bool):
+            raise TypeError(f"{owner}: sync must be True or False, got {sync!r}")
+        if num_workers is not None:  # Collector(..., backend="ray", num_workers=K) / reap collect --workers
+            if num_collectors is not None and num_collectors != num_workers:
+                raise ValueError(f"{owner}: num_workers={num_workers} and num_collectors={num_collectors} differ")
+            num_collectors = num_workers
+        if num_collectors is not None:
+            _positive(num_collectors, "num_collectors", owner)
+        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
+            raise ValueError(f"{owner}: frames_per_batch must be a positive int, got {frames_per_batch!r}")
+        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (total_frames <= 0 and total_frames != -1):
+            raise ValueError(f"{owner}: total_frames must be a positive int, or -1 to collect forever, got {total_frames!r}")
+        _positive(num_workers_per_collector, "num_workers_per_collector", owner)
+        _positive(max_restarts, "max_restarts", owner, allow_zero=True)
+        _positive(actor_timeout, "actor_timeout", owner, number=True)
+        _positive(actor_start_timeout, "actor_start_timeout", owner, number=True)
+        _positive(max_writes_in_flight, "max_writes_in_flight", owner)
+        if isinstance(max_weight_update_interval, bool) or not isinstance(max_weight_update_interval, int) or (
+            max_weight_update_interval < -1
+        ):
+            raise ValueError(
+                f"{owner}: max_weight_update_interval must be -1 (no forced update) or a non-negative "
+                f"int, got {max_weight_update_interval!r}"
+            )
+        if replay_buffer is not None and not isinstance(replay_buffer, RayReplayBuffer):
+            raise TypeError(
+                f"{owner}: replay_buffer must be a RayReplayBuffer (a buffer living in a Ray actor that "
+                f"every collector actor can write to), got {type(replay_buffer).__name__}"
+            )
+        if policy is not None and policy_factory is not None:
+            raise ValueError(f"{owner}: pass policy or policy_factory, not both")
+        if postproc is not None and not callable(postproc):
+            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
+        self.collector_class = _resolve_collector_class(collector_class, owner)
+        self._scheme = self._resolve_scheme(weight_sync_schemes, owner)
+
+        # ---- how many collectors, and each one's arguments --------------------------------
+        per_collector = {"create_env_fn": create_env_fn, "policy_factory": policy_factory,
+                         "collector_kwargs": collector_kwargs, "remote_configs": remote_configs,
+                         "device": device, "storing_device": storing_device, "env_device": env_device,
+                         "policy_device": policy_device}
+        lengths = {name: len(v) for name, v in per_collector.items() if isinstance(v, list)}
+        if num_collectors is None:
+            if len(set(lengths.values())) > 1:
+                raise ValueError(f"{owner}: per-collector lists of different lengths: {lengths}")
+            num_collectors = next(iter(lengths.values()), 1)
+        n = num_collectors
+        if n == 0:
+            raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per collector")
+        lists = {name: _listify(v, n, name, owner) for name, v in per_collector.items()}
+        for fn in lists["create_env_fn"]:
+            if not (isinstance(fn, EnvBase) or callable(fn)):
+                raise TypeError(f"{owner}: create_env_fn must be an env or a callable returning one, got {fn!r}")
+        for kw in lists["collector_kwargs"]:
+            if kw is not None and not isinstance(kw, dict):
+                raise TypeError(f"{owner}: collector_kwargs must be a dict (or a list of dicts), got {kw!r}")
+        if sync and frames_per_batch % n:
+            raise ValueError(
+                f"{owner}: sync=True splits frames_per_batch={frames_per_batch} evenly across "
+                f"{n} collectors; pass a multiple of {n}"
+            )
+        self.frames_per_batch = frames_per_batch
+        self._frames_per_actor = frames_per_batch // n if sync else frames_per_batch
+        self.total_frames = total_frames
+        self._sync = sync
+        self.policy = policy
+        self.update_after_each_batch = bool(update_after_each_batch)
+        self.max_weight_update_interval = 0 if update_after_each_batch else max_weight_update_interval
+        self.max_restarts = max_restarts
+        self.actor_timeout = float(actor_timeout)
+        self.actor_start_timeout = float(actor_start_timeout)
+        self.max_writes_in_flight = max_writes_in_flight
+        self.replay_buffer = replay_buffer
+        self.use_env_creator = use_env_creator
+        self._common = {
+            "frames_per_batch": self._frames_per_actor, "max_frames_per_traj": max_frames_per_traj,
+            "init_random_frames": init_random_frames, "reset_at_each_iter": reset_at_each_iter,
+            "postproc": postproc, "split_trajs": split_trajs, "exploration_type": exploration_type,
+            **collector_options,
+        }
+        self.num_workers_per_collector = num_workers_per_collector
+
+        # ---- weights, actors ---------------------------------------------------------------
+        self.policy_version = 0
+        self._weights: list = []  # per actor: (version, ref) of the weights it should run
+        self._sent: list[int] = []  # per actor: the version its last request carried (-1: none yet)
+        self._since_update: list[int] = []  # per actor: batches collected since its last update
+        self._specs: list[dict] = []
+        self._configs: list[dict] = []
+        self._actors: list = []
+        self.worker_restarts: list[int] = []
+        self.node_ids: list[str] = []
+        self._inflight: dict = {}  # ObjectRef -> (actor index, time sent)
+        self._ready: deque = deque()  # (actor index, result) drained by pause()
+        self._frames = 0
+        self._iter = 0
+        self._seed: tuple[int, bool] | None = None
+        self._hook_started = False
+        self.weight_updater = self._resolve_updater(weight_updater, owner)
+        self.started_ray = ensure_ray(ray_init_config)
+        self._policy_ref = ray.put(policy) if policy is not None else None
+        self._closed = False
+        try:
+            self.add_collectors(lists["create_env_fn"], num_workers_per_collector, policy_factory=lists["policy_factory"],
+                                collector_kwargs=lists["collector_kwargs"], remote_configs=lists["remote_configs"],
+                                devices={k: lists[k] for k in ("device", "storing_device", "env_device", "policy_device")})
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # ---- construction helpers ---------------------------------------------------------------
+    @staticmethod
+    def _resolve_scheme(schemes, owner):
+        if schemes is None:
+            return RayWeightSyncScheme()
+        if not isinstance(schemes, dict) or set(schemes) - {"policy"}:
+            raise ValueError(f"{owner}: weight_sync_schemes must be {{'policy': RayWeightSyncScheme()}}, got {schemes!r}")
+        scheme = schemes.get("policy", RayWeightSyncScheme())
+        if scheme == "ray":
+            return RayWeightSyncScheme()
+        if not isinstance(scheme, RayWeightSyncScheme):
+            raise TypeError(f"{owner}: weight_sync_schemes['policy'] must be a RayWeightSyncScheme (or 'ray'), got {scheme!r}")
+        return scheme
+
+    def _resolve_updater(self, updater, owner):
+        if updater is None:
+            updater = RayWeightUpdater()
+        elif isinstance(updater, type):
+            updater = updater()
+        if not isinstance(updater, RayWeightUpdater):
+            if isinstance(updater, WeightUpdaterBase):
+                raise TypeError(f"{owner}: weight_updater must be a RayWeightUpdater, got {type(updater).__name__}")
+            raise TypeError(f"{owner}: weight_updater must be a RayWeightUpdater, got {updater!r}")
+        updater.register_collector(self)
+        return updater
+
+    def add_collectors(self, create_env_fn, num_envs: int = 1, policy=None, collector_kwargs=None,
+                       remote_configs=None, *, policy_factory=None, devices=None) -> None:
+        """Start one more actor per ``create_env_fn`` entry (lists may give one value per actor)."""
+        self._check_open()
+        fns = create_env_fn if isinstance(create_env_fn, list) else [create_env_fn]
+        k = len(fns)
+        factories = _listify(policy_factory, k, "policy_factory", "add_collectors")
+        kwargs_list = _listify(collector_kwargs, k, "collector_kwargs", "add_collectors")
+        configs = [remote_config(c, "RayCollector") for c in _listify(remote_configs, k, "remote_configs", "add_collectors")]
+        devices = {name: _listify(v, k, name, "add_collectors") for name, v in (devices or {}).items()}
+        policy_ref = self._policy_ref if policy is None else ray.put(policy)
+        refs = []
+        for j in range(k):
+            idx = len(self._actors)
+            spec = dict(self._common)
+            for name, values in devices.items():
+                if values[j] is not None:
+                    spec[name] = values[j]
+            spec.update(kwargs_list[j] or {})
+            spec["total_frames"] = -1
+            fn = fns[j]
+            multi = self.collector_class is not Collector and not issubclass(self.collector_class, Collector)
+            if num_envs > 1 or multi:
+                if isinstance(fn, EnvBase):
+                    raise TypeError("RayCollector: with num_workers_per_collector > 1 or a multi-process "
+                                    "collector_class, create_env_fn must be callables, not env instances")
+                fn = [fn] * num_envs
+            spec["create_env_fn"] = fn
+            if factories[j] is not None:
+                spec["policy_factory"] = factories[j]
+            elif self.collector_class is Collector or issubclass(self.collector_class, Collector):
+                spec["worker_idx"] = idx
+            self._specs.append({"kwargs": spec, "policy": policy_ref if factories[j] is None else None})
+            self._configs.append(configs[j])
+            self._weights.append(None)
+            self._sent.append(-1)
+            self._since_update.append(0)
+            self.worker_restarts.append(0)
+            self.node_ids.append("")
+            self._actors.append(self._make_actor(idx))
+            refs.append(self._actors[idx].ready.remote())
+        infos = self._wait_ready(refs, list(range(len(self._actors) - k, len(self._actors))))
+        for idx, info in infos.items():
+            self.node_ids[idx] = info["node_id"]
+
+    def _make_actor(self, idx: int):
+        spec = self._specs[idx]
+        cls = ray.remote(CollectorActor).options(max_restarts=0, max_concurrency=1, **self._configs[idx])
+        kwargs = spec["kwargs"]
+        rb = self.replay_buffer.actor if self.replay_buffer is not None else None
+        return cls.remote(idx, self.collector_class, kwargs, spec["policy"], rb,
+                          self.max_writes_in_flight, self.actor_timeout)
+
+    def _wait_ready(self, refs, indices) -> dict:
+        wait_ready(refs, [self._configs[i] for i in indices], self.actor_start_timeout, "RayCollector")
+        infos = {}
+        for idx, ref in zip(indices, refs):
+            try:
+                infos[idx] = ray.get(ref, timeout=self.actor_start_timeout)
+            except (RayTaskError, RayActorError) as exc:
+                raise self._task_error(idx, exc, "failed to start") from None
+        return infos
+
+    # ---- properties ----------------------------------------------------------------------------
+    @property
+    def num_collectors(self) -> int:
+        return len(self._actors)
+
+    num_workers = num_collectors
+
+    @property
+    def remote_collectors(self) -> list:
+        """The actor handles, one per collector."""
+        return list(self._actors)
+
+    @property
+    def frames(self) -> int:
+        return self._frames
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("RayCollector: the collector was shut down; create a new one")
+
+    # ---- weights -------------------------------------------------------------------------------
+    def update_policy_weights_(self, policy_or_weights=None, *, worker_ids=None, model_id=None,
+                               weights_dict=None, **kwargs) -> None:
+        """Send new weights to every actor (or to ``worker_ids``) with its next request.
+
+        Accepts a module, a TensorDict, a state dict, ``weights_dict={"policy": ...}`` or the
+        keywords ``policy=``/``weights=``; with none, the central ``policy`` is the source (and
+        with ``policy_factory`` and no central policy, nothing is sent until weights are given).
+        One ``ray.put`` per call, whatever the number of actors.
+        """
+        weights = weights_from_update_args(policy_or_weights, model_id=model_id,
+                                           weights_dict=weights_dict, **kwargs)
+        self.weight_updater.push_weights(weights, worker_ids=worker_ids)
+
+    def _push_weights(self, weights, worker_ids) -> None:
+        self._check_open()
+        ids = self._worker_ids(worker_ids)
+        if weights is None:
+            weights = self.policy
+        if weights is None:  # policy_factory without a central policy: deferred until weights come
+            return
+        ref = self._scheme.put(weights)
+        self.policy_version += 1
+        for i in ids:
+            self._weights[i] = (self.policy_version, ref)
+
+    def _worker_ids(self, worker_ids) -> list[int]:
+        n = self.num_collectors
+        if worker_ids is None:
+            return list(range(n))
+        ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+                raise ValueError(f"update_policy_weights_: worker_ids must be collector indices in [0, {n}), got {worker_ids!r}")
+        return ids
+
+    def _refresh_due(self, ids) -> None:
+        """``max_weight_update_interval``: send the central policy to actors that are due."""
+        k = self.max_weight_update_interval
+        if k < 0 or self.policy is None:
+            return
+        due = [i for i in ids if self._since_update[i] > k]
+        if due:
+            self._push_weights(self.policy, due)
+
+    # ---- requests --------------------------------------------------------------------------------
+    def _submit(self, idx: int) -> None:
+        self._refresh_due([idx])
+        weights, version = None, self._sent[idx]
+        target = self._weights[idx]
+        if target is not None and target[0] != self._sent[idx]:
+            version, weights = target
+            self._sent[idx] = version
+            self._since_update[idx] = 0
+        ref = self._actors[idx].collect.remote(weights, max(version, 0))
+        self._inflight[ref] = (idx, time.monotonic())
+
+    def _task_error(self, idx: int, exc, what: str = "raised") -> RayCollectorError:
+        return RayCollectorError(f"RayCollector: collector actor {idx} {what}: {exc}", idx)
+
+    def _next_result(self) -> tuple[int, object]:
+        """The first finished request: (actor index, result). Dead actors are restarted and redo it."""
+        if self._ready:
+            return self._ready.popleft()
+        while True:
+            if not self._inflight:
+                raise RuntimeError("RayCollector: no request in flight (internal error)")
+            now = time.monotonic()
+            oldest_idx, oldest_start = min(self._inflight.values(), key=lambda v: v[1])
+            left = oldest_start + self.actor_timeout - now
+            if left <= 0:
+                raise RayCollectorError(
+                    f"RayCollector: collector actor {oldest_idx} made no progress for "
+                    f"{now - oldest_start:.1f} s (actor_timeout={self.actor_timeout:g} s): it is hung "
+                    "or far slower than expected; raise actor_timeout if its batches are that slow",
+                    oldest_idx,
+                )
+            ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=min(left, 5.0))
+            if not ready:
+                continue
+            ref = ready[0]
+            idx, _ = self._inflight.pop(ref)
+            try:
+                return idx, ray.get(ref, timeout=self.actor_timeout)
+            except RayTaskError as exc:
+                raise self._task_error(idx, exc) from None
+            except (RayActorError, GetTimeoutError) as exc:
+                self._restart(idx, exc)
+                self._submit(idx)
+
+    def _restart(self, idx: int, cause) -> None:
+        self.worker_restarts[idx] += 1
+        if self.worker_restarts[idx] > self.max_restarts:
+            raise RayCollectorError(
+                f"RayCollector: collector actor {idx} died {self.worker_restarts[idx]} times "
+                f"(max_restarts={self.max_restarts}); last cause: {cause}", idx)
+        warnings.warn(f"RayCollector: collector actor {idx} died ({type(cause).__name__}); restarting it "
+                      f"({self.worker_restarts[idx]}/{self.max_restarts}) with the latest weights",
+                      RuntimeWarning, stacklevel=3)
+        self._inflight = {r: v for r, v in self._inflight.items() if v[0] != idx}
+        kill_actors([self._actors[idx]], timeout=0.0)
+        self._actors[idx] = self._make_actor(idx)
+        self._sent[idx] = -1
+        self._since_update[idx] = 0
+        info = self._wait_ready([self._actors[idx].ready.remote()], [idx])[idx]
+        self.node_ids[idx] = info["node_id"]
+        if self._seed is not None:
+            seed, static = self._seed
+            s = seed if static else actor_seed(seed, idx, self.worker_restarts[idx])
+            self._call(idx, "set_seed", s, static)
+
+    def _call(self, idx: int, method: str, *args):
+        ref = getattr(self._actors[idx], method).remote(*args)
+        try:
+            return ray.get(ref, timeout=self.actor_timeout)
+        except GetTimeoutError:
+            raise RayCollectorError(f"RayCollector: collector actor {idx} did not answer {method}() within "
+                                    f"{self.actor_timeout:g} s (actor_timeout)", idx) from None
+        except (RayTaskError, RayActorError) as exc:
+            raise self._task_error(idx, exc) from None
+
+    # ---- iteration -------------------------------------------------------------------------------
+    def _more(self, extra: int = 0) -> bool:
+        return self.total_frames == -1 or self._frames + extra < self.total_frames
+
+    def _in_flight_frames(self) -> int:
+        return (len(self._inflight) + len(self._ready)) * self._frames_per_actor
+
+    def iterator(self):
+        self._check_open()
+        if not self._hook_started:
+            self._hook_started = True
+            hook().reap_collector_start(collector=self, worker_idx=-1)
+        yield from (self._sync_iterator() if self._sync else self._async_iterator())
+        if self.replay_buffer is not None:
+            self._flush()
+
+    def _sync_iterator(self):
+        n = self.num_collectors
+        while self._more():
+            self._check_open()
+            busy = {v[0] for v in self._inflight.values()} | {i for i, _ in self._ready}
+            for i in range(n):
+                if i not in busy:
+                    self._submit(i)
+            results = {}
+            while len(results) < n:
+                idx, value = self._next_result()
+                results[idx] = value
+                self._since_update[idx] += 1
+            parts = [results[i] for i in range(n)]
+            self._iter += 1
+            if self.replay_buffer is not None:
+                self._frames += sum(parts)
+                yield None
+                continue
+            batch = torch.stack(parts, 0)
+            self._frames += batch.numel()
+            yield batch
+
+    def _async_iterator(self):
+        busy = {v[0] for v in self._inflight.values()} | {i for i, _ in self._ready}
+        for i in range(self.num_collectors):
+            if i not in busy and self._more(self._in_flight_frames()):
+                self._submit(i)
+        while self._more():
+            self._check_open()
+            idx, value = self._next_result()
+            self._since_update[idx] += 1
+            self._iter += 1
+            self._frames += value if self.replay_buffer is not None else value.numel()
+            out = None if self.replay_buffer is not None else value
+            if self.update_after_each_batch:  # the trainer's step first, then the new weights go
+                yield out
+                if not self._closed and self._more(self._in_flight_frames()):
+                    self._submit(idx)
+                continue
+            if self._more(self._in_flight_frames()):
+                self._submit(idx)
+            yield out
+
+    def _flush(self) -> None:
+        for i in range(self.num_collectors):
+            self._call(i, "flush")
+
+    @contextlib.contextmanager
+    def pause(self, timeout: float | None = None):
+        """Drain the requests in flight (kept for the next iteration) and flush replay-buffer writes.
+
+        Inside the block no actor collects, so the trainer can checkpoint a quiescent state.
+        """
+        self._check_open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        saved = self.actor_timeout
+        try:
+            while self._inflight:
+                if deadline is not None:
+                    self.actor_timeout = max(1e-3, min(saved, deadline - time.monotonic()))
+                self._ready.append(self._next_result())
+        finally:
+            self.actor_timeout = saved
+        if self.replay_buffer is not None:
+            self._flush()
+        yield None
+
+    # ---- control ---------------------------------------------------------------------------------
+    def set_seed(self, seed: int, static_seed: bool = False) -> list[int]:
+        """Seed every actor (actor ``i`` gets :func:`actor_seed` ``(seed, i)``); returns their answers."""
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
+        self._check_open()
+        self._seed = (seed, static_seed)
+        refs = [a.set_seed.remote(seed if static_seed else actor_seed(seed, i), static_seed)
+                for i, a in enumerate(self._actors)]
+        return [self._get(i, r) for i, r in enumerate(refs)]
+
+    def _get(self, idx, ref):
+        try:
+            return ray.get(ref, timeout=self.actor_timeout)
+        except GetTimeoutError:
+            raise RayCollectorError(f"RayCollector: collector actor {idx} did not answer within "
+                                    f"{self.actor_timeout:g} s (actor_timeout)", idx) from None
+        except (RayTaskError, RayActorError) as exc:
+            raise self._task_error(idx, exc) from None
+
+    def state_dict(self) -> list[dict]:
+        """One state dict per actor (TorchRL's layout)."""
+        self._check_open()
+        refs = [a.state_dict.remote() for a in self._actors]
+        return [self._get(i, r) for i, r in enumerate(refs)]
+
+    def load_state_dict(self, state_dict) -> None:
+        """Load a list with one state per actor (or one state for all)."""
+        self._check_open()
+        states = state_dict if isinstance(state_dict, list) else [state_dict] * self.num_collectors
+        if len(states) != self.num_collectors:
+            raise ValueError(f"load_state_dict: got {len(states)} states for {self.num_collectors} collectors")
+        refs = [a.load_state_dict.remote(s) for a, s in zip(self._actors, states)]
+        for i, r in enumerate(refs):
+            self._get(i, r)
+
+    def shutdown(self, timeout: float | None = None, shutdown_ray: bool = False) -> None:
+        """Kill every actor of this collector (waiting at most ``timeout`` s, default 10, for Ray to
+        report them dead); with ``shutdown_ray=True`` also stop Ray if this collector started it."""
+        if self.__dict__.get("_closed", True):
+            if shutdown_ray and self.__dict__.get("started_ray"):
+                shutdown_ray_if_ours()
+            return
+        self._closed = True
+        try:
+            hook().reap_collector_shutdown(collector=self, worker_idx=-1)
+        finally:
+            self._inflight.clear()
+            self._ready.clear()
+            kill_actors(self._actors, 10.0 if timeout is None else timeout)
+            if shutdown_ray and self.started_ray:
+                shutdown_ray_if_ours()
+
+    async def async_shutdown(self, timeout: float | None = None, shutdown_ray: bool = False) -> None:
+        """``shutdown()`` for asyncio code."""
+        self.shutdown(timeout=timeout, shutdown_ray=shutdown_ray)
+
+    def __repr__(self) -> str:
+        return (f"RayCollector(num_collectors={len(self.__dict__.get('_actors', []))}, sync={self.__dict__.get('_sync')}, "
+                f"frames_per_batch={self.__dict__.get('frames_per_batch')}, total_frames={self.__dict__.get('total_frames')}, "
+                f"frames={self.__dict__.get('_frames', 0)})")
+
+
+__all__ = ["RayCollector", "RayCollectorError", "actor_seed"]

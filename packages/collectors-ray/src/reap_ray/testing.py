@@ -1,0 +1,116 @@
+"""What reap-collectors-ray's tests need: one small local Ray, and proof that nothing was left.
+
+:func:`local_ray` starts a Ray on 127.0.0.1 sized for a small machine and, when it ends,
+checks that no actor of reap's is alive, stops that Ray, and checks that no process it started
+is left. :class:`ExitingEnv` ends its own process with ``os._exit`` at a given step (the other
+faults are reap_mp.testing's ``CountingEnv(fail_at=, hang_at=, die_at=)``).
+
+Examples:
+    >>> from reap_ray.testing import REAP_ACTOR_CLASSES
+    >>> REAP_ACTOR_CLASSES
+    ('CollectorActor', 'ReplayBufferActor')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from reap_mp.testing import CountingEnv
+
+REAP_ACTOR_CLASSES = ("CollectorActor", "ReplayBufferActor")
+#: A Ray small enough for a 2-core CI machine, with room for a few one-CPU actors.
+SMALL_RAY = {"num_cpus": 6, "object_store_memory": 300 * 2**20}
+
+
+def reap_actors_alive() -> set[str]:
+    """Ids of the reap actors (collectors, replay buffers) of this driver that are not dead."""
+    from reap_ray._ray import alive_actor_ids
+
+    return alive_actor_ids(REAP_ACTOR_CLASSES, this_job=True)
+
+
+def wait_no_reap_actors(timeout: float = 10.0) -> set[str]:
+    """Poll until no reap actor is alive (at most ``timeout`` s); returns those still alive."""
+    deadline = time.monotonic() + timeout
+    alive = reap_actors_alive()
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = reap_actors_alive()
+    return alive
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def processes_of_session(session_dir: str) -> set[int]:
+    """Live processes whose command line names this Ray session's directory."""
+    name = Path(session_dir).name
+    found = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if name in text and int(cmdline.parent.name) != os.getpid():
+            found.add(int(cmdline.parent.name))
+    return found
+
+
+@contextlib.contextmanager
+def local_ray(timeout: float = 30.0, **config):
+    """A local Ray for a test module; at the end: no reap actor alive, no Ray process left.
+
+    Raises AssertionError naming what was left. Ray must not be running when it starts.
+    """
+    import ray
+
+    from reap_ray._ray import ensure_ray, shutdown_ray_if_ours
+
+    if ray.is_initialized():
+        raise RuntimeError("local_ray: Ray is already running in this process")
+    before = _descendants(os.getpid())
+    started = ensure_ray({**SMALL_RAY, **config})
+    assert started, "local_ray: expected to start a new Ray"
+    session_dir = ray._private.worker._global_node.get_session_dir_path()
+    try:
+        yield session_dir
+    finally:
+        alive = wait_no_reap_actors(timeout)
+        shutdown_ray_if_ours()
+        deadline = time.monotonic() + timeout
+        left = (_descendants(os.getpid()) - before) | processes_of_session(session_dir)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = (_descendants(os.getpid()) - before) | processes_of_session(session_dir)
+        assert not alive, f"reap actors still alive at the end of the tests: {sorted(alive)}"
+        assert not left, f"Ray processes left after ray.shutdown(): {sorted(left)}"
+
+
+class ExitingEnv(CountingEnv):
+    """A ``CountingEnv`` whose process calls ``os._exit(exit_code)`` at step ``exit_at``."""
+
+    def __init__(self, batch: int | None = None, *, exit_at: int, exit_code: int = 3, **kwargs):
+        super().__init__(batch, **kwargs)
+        self.exit_at, self.exit_code = exit_at, exit_code
+
+    def _step_into(self, action, t, root, nxt):
+        if self.steps + 1 == self.exit_at:
+            os._exit(self.exit_code)
+        super()._step_into(action, t, root, nxt)

@@ -1,0 +1,131 @@
+"""RayCollector: TorchRL's layout in sync and async mode, weights, seeds, replay buffer, backends."""
+
+import pytest
+import torch
+
+from reap import Collector, MultiCollector
+from reap_mp.testing import ConstantPolicy, env_fn
+from reap_ray import RayCollector, RayReplayBuffer, RayWeightUpdater
+from reap_ray.testing import reap_actors_alive
+from reap_replay import LazyTensorStorage
+
+VERSION = ("collector", "policy_version")
+WORKER = ("collector", "worker_id")
+
+
+def _weight(batch):
+    """The constant action of every frame of ``batch`` (its policy's single weight)."""
+    return batch["action"].flatten().unique().tolist()
+
+
+def test_sync_layout_weights_seeds_state_and_actors_kept_after_iteration():
+    policy = ConstantPolicy(1.0)
+    collector = RayCollector(env_fn(batch=2, episode_len=4), policy.as_module(), num_collectors=2,
+                             frames_per_batch=16, total_frames=48, sync=True)
+    with collector:
+        seen = []
+        for i, batch in enumerate(collector):
+            # [num_collectors, n_envs, frames_per_batch // num_collectors // n_envs]
+            assert batch.batch_size == torch.Size([2, 2, 4])
+            assert batch[WORKER][:, 0, 0].tolist() == [0, 1]
+            seen.append((_weight(batch), batch[VERSION].unique().tolist()))
+            policy.weight.data.fill_(10.0 + i)
+            collector.update_policy_weights_(policy)
+        assert seen == [([1.0], [0]), ([10.0], [1]), ([11.0], [2])]
+        assert collector.frames == 48
+        assert len(reap_actors_alive()) == 2  # finishing the iteration keeps the actors
+        # a second iteration reuses them; worker_ids reaches only actor 1
+        collector.total_frames = 64
+        collector.update_policy_weights_({"module.weight": torch.tensor([5.0])}, worker_ids=[1])
+        batch = next(iter(collector))
+        assert _weight(batch[0]) == [12.0] and _weight(batch[1]) == [5.0]
+        with pytest.raises(ValueError, match="worker_ids must be collector indices"):
+            collector.update_policy_weights_(policy, worker_ids=[3])
+        # seeds: reproducible, distinct per actor
+        collector.set_seed(7)
+        collector.total_frames = 80
+        a = next(iter(collector))["observation"][..., 1]
+        collector.set_seed(7)
+        collector.total_frames = 96
+        b = next(iter(collector))["observation"][..., 1]
+        assert torch.equal(a, b) and not torch.equal(a[0], a[1])
+        state = collector.state_dict()
+        assert len(state) == 2 and state[0]["frames"] == 48  # each actor's own count
+        collector.load_state_dict(state)
+        assert isinstance(collector.weight_updater, RayWeightUpdater)
+    assert collector.remote_collectors and collector._closed
+
+
+def test_async_update_after_each_batch_and_max_weight_update_interval():
+    """No actor collects with weights more than k batches old (k=0: update_after_each_batch)."""
+    policy = ConstantPolicy(0.0)
+    with RayCollector([env_fn(), env_fn()], policy.as_module(), frames_per_batch=3, total_frames=3 * 12,
+                      update_after_each_batch=True) as collector:
+        for k in (0, 2):
+            runs: dict[int, list[tuple[int, float]]] = {0: [], 1: []}
+            for batch in collector:
+                assert batch.batch_size == torch.Size([3])
+                runs[batch[WORKER][0].item()].append((batch[VERSION][0].item(), _weight(batch)[0]))
+                policy.weight.data += 1.0  # the trainer moves on; no explicit update
+            assert len({v for got in runs.values() for v, _ in got}) >= 3, runs  # weights did move
+            for got in runs.values():
+                versions = [v for v, _ in got]
+                streak = longest = 1
+                for a, b in zip(versions, versions[1:]):
+                    streak = streak + 1 if a == b else 1
+                    longest = max(longest, streak)
+                assert longest <= k + 1, runs  # never more than k batches on the same weights
+                assert [w for _, w in got] == sorted(w for _, w in got)
+            collector.update_after_each_batch = False
+            collector.max_weight_update_interval = 2
+            collector.total_frames += 3 * 16
+
+
+def test_policy_factory_defers_weight_sync_until_weights_are_given_collector_backend_ray():
+    collector = Collector(env_fn(), policy_factory=lambda: ConstantPolicy(3.0).as_module(), backend="ray",
+                          frames_per_batch=4, total_frames=8, max_weight_update_interval=0)
+    with collector:
+        assert isinstance(collector, RayCollector) and collector._sync
+        first = next(iter(collector))
+        assert first.batch_size == torch.Size([1, 4])
+        assert _weight(first) == [3.0] and first[VERSION].unique().tolist() == [0]
+        collector.update_policy_weights_()  # no central policy: nothing to send
+        collector.update_policy_weights_(weights_dict={"policy": {"module.weight": torch.tensor([7.0])}})
+        assert _weight(next(iter(collector))) == [7.0]
+
+
+def test_bad_arguments_fail_before_any_actor_starts():
+    with pytest.raises(ValueError, match="sync=True splits frames_per_batch=9 evenly across 2 collectors"):
+        RayCollector(env_fn(), None, num_collectors=2, frames_per_batch=9, sync=True)
+    with pytest.raises(ValueError, match="create_env_fn has 2 entries but there are 3 collectors"):
+        RayCollector([env_fn(), env_fn()], None, num_collectors=3, frames_per_batch=9)
+    with pytest.raises(ValueError, match="max_weight_update_interval must be -1"):
+        RayCollector(env_fn(), None, frames_per_batch=9, max_weight_update_interval=-2)
+    with pytest.raises(TypeError, match="replay_buffer must be a RayReplayBuffer"):
+        RayCollector(env_fn(), None, frames_per_batch=9, replay_buffer=[])
+    with pytest.raises(ValueError, match="collector_class must be a collector class or one of"):
+        RayCollector(env_fn(), None, frames_per_batch=9, collector_class="parallel")
+    with pytest.raises(ValueError, match="actor_timeout must be a positive number of seconds"):
+        RayCollector(env_fn(), None, frames_per_batch=9, actor_timeout=0)
+
+
+def test_replay_buffer_gets_every_frame_exactly_once_from_two_actors():
+    rb = RayReplayBuffer(storage=LazyTensorStorage(1000), batch_size=8)
+    with rb, RayCollector([env_fn(batch=2), env_fn(batch=2)], ConstantPolicy(1.0).as_module(),
+                          frames_per_batch=20, total_frames=200, replay_buffer=rb) as collector:
+        assert all(batch is None for batch in collector)
+        assert len(rb) == 200
+        everything = rb[:]
+        keys = torch.stack([everything[WORKER], everything["collector", "traj_ids"],
+                            everything["observation"][:, 0].long()], -1)
+        per_actor = everything[WORKER].bincount().tolist()
+        assert sum(per_actor) == 200 and all(n > 0 and n % 20 == 0 for n in per_actor), per_actor
+        assert len({tuple(row) for row in keys.tolist()}) == 200  # no frame twice
+
+
+def test_multicollector_backend_ray_async():
+    multi = MultiCollector([env_fn()], ConstantPolicy(2.0).as_module(), sync=False,
+                           backend="ray", frames_per_batch=4, total_frames=8)
+    with multi:
+        assert isinstance(multi, RayCollector) and not multi._sync
+        assert [_weight(b) for b in multi] == [[2.0]] * 2
