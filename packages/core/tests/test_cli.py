@@ -1,13 +1,20 @@
 import json
+import os
 import pickle
+import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
 from reap.cli import main
+
+REAP = str(Path(sys.executable).parent / "reap")  # the console script, as a user runs it
 
 POLICY_MODULE = '''
 import torch
@@ -19,6 +26,41 @@ def make_policy(env):
 
 def make_constant():
     return lambda observation: torch.zeros(1)
+
+
+CALLS = []
+
+
+def make_counting():
+    def policy(observation):
+        CALLS.append(1)
+        return torch.zeros(1)
+    return policy
+
+
+def make_failing_at_call_250():
+    def policy(observation):
+        CALLS.append(1)
+        if len(CALLS) == 250:
+            raise FloatingPointError("the policy broke at call 250")
+        return torch.zeros((), dtype=torch.int64)
+    return policy
+
+
+def action_out_of_range():
+    return lambda observation: torch.tensor(7)
+
+
+def action_float_for_discrete():
+    return lambda observation: torch.tensor(0.5)
+
+
+def action_wrong_shape():
+    return lambda observation: torch.zeros(3)
+
+
+def action_one_for_three_envs():
+    return lambda observation: torch.tensor(1)
 '''
 
 
@@ -26,6 +68,7 @@ def make_constant():
 def policy_module(tmp_path, monkeypatch):
     (tmp_path / "demo_policies.py").write_text(POLICY_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "demo_policies", raising=False)  # a fresh CALLS each test
     return "demo_policies"
 
 
@@ -47,6 +90,7 @@ def test_collect_writes_a_replay_checkpoint_and_summary(tmp_path, capsys):
     meta = json.loads((out / "reap_meta.json").read_text())
     assert meta["frames"] == 450 and meta["env"] == "CartPole-v1"
     assert meta["writer"] == "ReplayWriter"
+    assert meta["complete"] is True and meta["stopped_by"] is None and meta["frames_requested"] == 450
     assert json.loads((out / "meta.json").read_text())["format"] == "reap-replay-checkpoint"
     data = load_run(out)
     assert data.batch_size == (450,)
@@ -104,8 +148,13 @@ def test_weights_that_would_execute_code_are_refused(tmp_path, policy_module, ca
     (["--env", "CartPole-v1", "--frames", "10", "--weights", "w.pt"], "--weights needs --policy"),
     (["--env", "CartPole-v1", "--frames", "10", "--policy", "nocolon"], "--policy must look like MODULE:FACTORY"),
     (["--env", "CartPole-v1", "--frames", "10", "--policy", "no_such_mod:f"], "cannot be imported"),
-    (["--env", "CartPole-v1", "--frames", "10", "--backend", "ray", "--workers", "2"],
-     "--backend 'ray': no collector backend named 'ray' is installed; install it with `uv pip install reap-collectors-ray`"),
+    (["--env", "CartPole-v1", "--frames", "10", "--backend", "nosuch", "--workers", "2"],
+     "--backend 'nosuch': no collector backend named 'nosuch' is installed; install the plugin that provides it"),
+    (["--env", "CartPole-v1", "--frames", "10", "--max-frames-per-traj", "0"],
+     "--max-frames-per-traj must be at least 1, got 0"),
+    (["--env", "CartPole-v1", "--frames", "10", "--seed", "-1"], "--seed must be an integer from 0 to 2**63 - 1, got -1"),
+    (["--env", "CartPole-v1", "--frames", "10", "--seed", str(2**63)],
+     f"--seed must be an integer from 0 to 2**63 - 1, got {2**63}"),
 ])
 def test_collect_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -126,3 +175,149 @@ def test_reap_entry_point_runs(tmp_path):
                          timeout=120)
     assert out.returncode == 0
     assert "local      reap-core" in out.stdout and "backend 'local'" in out.stdout
+
+
+def test_unwritable_out_is_refused_before_collecting(tmp_path, policy_module, capsys):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", "Pendulum-v1", "--frames", "100", "--frames-per-batch", "100",
+              "--policy", f"{policy_module}:make_counting", "--out", str(out), "--no-progress"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"reap: error: --out '{out}' cannot be written (Not a directory); choose a directory" in err
+    assert getattr(sys.modules.get(policy_module), "CALLS", []) == []  # not a single step was run
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_out_in_a_read_only_directory_is_refused(tmp_path, capsys):
+    parent = tmp_path / "ro"
+    parent.mkdir(mode=0o500)
+    with pytest.raises(SystemExit):
+        main(["collect", "--env", "CartPole-v1", "--frames", "10", "--out", str(parent / "run"), "--no-progress"])
+    assert "cannot be written (Permission denied)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env,factory,extra,message", [
+    ("CartPole-v1", "action_out_of_range", [],
+     "does not fit --env CartPole-v1: its first action is [7], the env takes integers from 0 to 1 (Categorical); "
+     "make the policy return valid actions"),
+    ("CartPole-v1", "action_float_for_discrete", [],
+     "does not fit --env CartPole-v1: the action is torch.float32 but the env expects torch.int64 (Categorical); "
+     "return an integer action"),
+    ("Pendulum-v1", "action_wrong_shape", [],
+     "does not fit --env Pendulum-v1: the action has shape (3,) but the env's action_spec expects (1,)"),
+    ("CartPole-v1", "action_one_for_three_envs", ["--num-envs", "3"],
+     "does not fit --env CartPole-v1: the action has shape () but the env's action_spec expects (3,) (batch (3,))"),
+])
+def test_policy_whose_action_does_not_fit_the_env(env, factory, extra, message, policy_module, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", env, "--frames", "10", "--policy", f"{policy_module}:{factory}", *extra,
+              "--no-progress"])
+    assert exc.value.code == 2
+    assert f"reap: error: --policy '{policy_module}:{factory}' {message}" in capsys.readouterr().err
+
+
+def test_safetensors_file_that_is_not_one(tmp_path, policy_module, capsys):
+    weights = tmp_path / "w.safetensors"
+    torch.save({"weight": torch.zeros(1, 3), "bias": torch.zeros(1)}, weights)  # a torch file, misnamed
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", "Pendulum-v1", "--frames", "10", "--policy", f"{policy_module}:make_policy",
+              "--weights", str(weights), "--no-progress"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"reap: error: --weights '{weights}' is not a safetensors file (" in err
+    assert "save the state dict with safetensors.torch.save_file" in err
+
+
+def test_error_mid_run_keeps_the_frames_so_far_then_raises(tmp_path, policy_module, capsys):
+    out = tmp_path / "run"
+    with pytest.raises(FloatingPointError, match="the policy broke at call 250"):
+        main(["collect", "--env", "CartPole-v1", "--frames", "1000", "--frames-per-batch", "100",
+              "--policy", f"{policy_module}:make_failing_at_call_250", "--out", str(out), "--no-progress"])
+    # two probes (reap collect's check, then the collector's), then steps: 2 batches of 100 completed
+    meta = json.loads((out / "reap_meta.json").read_text())
+    assert meta["frames"] == 200 and meta["frames_requested"] == 1000 and meta["complete"] is False
+    assert meta["error"] == "FloatingPointError: the policy broke at call 250"
+    data = load_run(out)
+    assert data.batch_size == (200,) and (data["action"] == 0).all()
+    assert capsys.readouterr().out.startswith("collected 200 frames in ")
+
+
+def test_policy_module_in_the_current_directory_is_found(tmp_path):
+    (tmp_path / "my_cwd_policies.py").write_text(POLICY_MODULE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([REAP, "collect", "--env", "Pendulum-v1", "--frames", "10", "--frames-per-batch", "10",
+                          "--policy", "my_cwd_policies:make_constant", "--no-progress"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("collected 10 frames in ")
+
+
+def _process_group(pgid: int) -> set[int]:
+    """Live processes in process group ``pgid`` (read from /proc)."""
+    members = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.add(int(stat.parent.name))
+    return members
+
+
+FRAMES = 640_000  # a whole number of 64-frame batches, far more than a run gets through before the signal
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,backend,to_group", [
+    (signal.SIGINT, "local", False),
+    (signal.SIGINT, "mp", True),  # Ctrl-C in a terminal: the workers get it too
+    (signal.SIGTERM, "mp", False),  # kill PID: reap collect must stop its workers itself
+], ids=["SIGINT-local", "SIGINT-group-mp", "SIGTERM-mp"])
+def test_signal_mid_run_saves_the_frames_so_far(tmp_path, signum, backend, to_group):
+    out = tmp_path / "run"
+    workers = ["--backend", "mp", "--workers", "2"] if backend == "mp" else []
+    proc = subprocess.Popen([REAP, "collect", "--env", "CartPole-v1", "--frames", str(FRAMES), "--num-envs", "2",
+                             "--frames-per-batch", "64", *workers, "--out", str(out), "--seed", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "storage" / "layout.json").exists():  # the first batch is being written
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no batch within 240 s"
+            time.sleep(0.05)
+        time.sleep(0.3)
+        if to_group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr, stderr
+    summary = re.fullmatch(
+        r"collected (\d+) frames in [\d.]+ s \([\d,]+ frames/s\), \d+ episodes, mean episode reward \S+, "
+        rf"written to {re.escape(str(out))}; stopped by {name} before {FRAMES} frames, marked incomplete "
+        r"in reap_meta\.json", stdout.strip().splitlines()[-1])
+    assert summary, stdout
+    frames = int(summary.group(1))
+    meta = json.loads((out / "reap_meta.json").read_text())
+    assert meta["complete"] is False and meta["stopped_by"] == name and meta["error"] is None
+    assert meta["frames"] == frames and meta["frames_requested"] == FRAMES
+    assert 0 < frames < FRAMES and frames % 64 == 0
+    data = load_run(out)  # the README's loader
+    assert data.batch_size == (frames,)
+    assert (data["next", "observation"].abs().sum(-1) > 0).all()  # every row was written
+    same_traj = data["collector", "traj_ids"][1:] == data["collector", "traj_ids"][:-1]
+    assert same_traj.any()
+    assert torch.equal(data["observation"][1:][same_traj], data["next", "observation"][:-1][same_traj])
+    deadline = time.monotonic() + 30
+    while _process_group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _process_group(proc.pid)  # no worker outlived reap collect

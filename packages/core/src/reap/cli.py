@@ -9,12 +9,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
 import json
 import math
 import os
+import signal
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -53,10 +57,14 @@ def load_policy(spec: str, env):
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         fail(f"--policy must look like MODULE:FACTORY, got {spec!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:  # as `python -m` does: MODULE.py in the cwd is found
+        sys.path.insert(0, cwd)
     try:
         factory = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        fail(f"--policy {spec!r} cannot be imported: {exc}")
+        fail(f"--policy {spec!r} cannot be imported: {exc}; give an importable module (a MODULE.py in "
+             "the current directory, or an installed package) and a factory defined in it")
     takes_env = bool(inspect.signature(factory).parameters)
     return factory(env) if takes_env else factory()
 
@@ -67,9 +75,14 @@ def load_weights(path: str) -> dict:
     if not file.is_file():
         fail(f"--weights {path!r} does not exist")
     if file.suffix == ".safetensors":
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
-        return load_file(str(file))
+        try:
+            return load_file(str(file))
+        except SafetensorError as exc:
+            fail(f"--weights {path!r} is not a safetensors file ({exc}); save the state dict with "
+                 "safetensors.torch.save_file, or give a torch.save file a name not ending in .safetensors")
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as exc:
@@ -94,48 +107,72 @@ def _build_env(env_id: str, num_envs: int):
 class ReplayWriter:
     """Writes batches, flattened to ``[frames]``, into a reap-replay memory-mapped buffer at ``out``.
 
-    The directory is a replay-buffer checkpoint (``meta.json`` plus the memmap files, written in
-    place): reload it with ``TensorDictReplayBuffer(storage=LazyMemmapStorage.open(out))``.
+    :meth:`close` makes the directory a replay-buffer checkpoint of what was written (``meta.json``
+    plus the memmap files): reload it with ``TensorDictReplayBuffer(storage=LazyMemmapStorage.open(out))``
+    and ``loads(out)``. With nothing written it leaves no checkpoint (there is nothing to reload).
     """
 
     def __init__(self, path: Path, capacity: int, storage_cls, buffer_cls):
         self.path = path
+        self.frames = 0
         self.buffer = buffer_cls(storage=storage_cls(capacity, scratch_dir=path, auto_cleanup=False))
 
     def write(self, batch) -> None:
-        self.buffer.extend(batch.reshape(-1))
+        flat = batch.reshape(-1)
+        self.buffer.extend(flat)
+        self.frames += flat.shape[0]
 
     def close(self) -> None:
-        self.buffer.dumps(self.path)
+        if self.frames:
+            self.buffer.dumps(self.path)
 
 
 class MemmapWriter:
     """Without reap-replay: batches, flattened to ``[frames]``, in a tensordict memmap at ``out``.
 
-    Reload it with ``tensordict.TensorDict.load_memmap(out)``.
+    Reload it with ``tensordict.TensorDict.load_memmap(out)``; its first ``frames`` rows (see
+    ``reap_meta.json``) hold data.
     """
 
     def __init__(self, path: Path, capacity: int):
         self.path = path
         self.capacity = capacity
         self.data = None
-        self.cursor = 0
+        self.frames = 0
 
     def write(self, batch) -> None:
         flat = batch.reshape(-1)
         if self.data is None:
             self.data = flat[0].expand(self.capacity).clone().zero_().memmap_(prefix=self.path)
-        n = min(flat.shape[0], self.capacity - self.cursor)
-        self.data[self.cursor : self.cursor + n] = flat[:n]
-        self.cursor += n
+        n = min(flat.shape[0], self.capacity - self.frames)
+        self.data[self.frames : self.frames + n] = flat[:n]
+        self.frames += n
 
     def close(self) -> None:
         self.data = None
 
 
 def check_out_dir(path: Path) -> None:
+    """``--out`` must be a new or empty directory that can be written: tried before collecting."""
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         fail(f"--out {str(path)!r} exists and is not an empty directory; choose a new directory")
+    created = []
+    missing = path
+    while not missing.exists() and missing != missing.parent:
+        created.append(missing)
+        missing = missing.parent
+    try:
+        for directory in reversed(created):
+            directory.mkdir()
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        fail(f"--out {str(path)!r} cannot be written ({exc.strerror or exc}); choose a directory "
+             "in a place you can write to")
+    finally:
+        for directory in created:  # made only to try; the writer makes it again
+            if directory.is_dir():
+                directory.rmdir()
 
 
 def open_writer(out: str, capacity: int):
@@ -155,20 +192,136 @@ def open_writer(out: str, capacity: int):
 
 def write_run_meta(path: Path, meta: dict) -> None:
     """``reap_meta.json`` beside the data: what was collected, written atomically."""
+    path.mkdir(parents=True, exist_ok=True)
     tmp = path / "reap_meta.json.tmp"
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, path / "reap_meta.json")
 
 
+def _allowed_actions(spec) -> str:
+    if hasattr(spec, "n"):
+        return f"integers from 0 to {spec.n - 1}"
+    if hasattr(spec, "low"):
+        low, high = spec.low.unique().tolist(), spec.high.unique().tolist()
+        if len(low) == 1 and len(high) == 1:
+            return f"integers from {low[0]} to {high[0]}"
+        return f"integers from {spec.low.tolist()} to {spec.high.tolist()}"
+    return repr(spec)
+
+
+def check_policy(policy, env, spec: str, env_id: str) -> None:
+    """Run ``policy`` once on a reset of ``env`` (built as the collector builds it); fail unless its
+    action fits the env's action spec: shape, an integer dtype for a discrete env, and range there.
+
+    Continuous actions outside their bounds are passed to the env as they are, as gymnasium does
+    (its envs clip them).
+    """
+    from tensordict.nn import InteractionType, set_interaction_type
+
+    from reap.collectors.policy import PolicyRunner, check_action
+
+    try:
+        runner = PolicyRunner(policy, env)
+        root = env.reset()
+        with torch.no_grad(), set_interaction_type(InteractionType.RANDOM):
+            action = runner.probe(root.select(*env.state_keys))[env.action_key]
+        check_action(action, env)
+    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        fail(f"--policy {spec!r} does not fit --env {env_id}: {message.removeprefix('policy: ')}")
+    action_spec = env.action_spec
+    if not action_spec.dtype.is_floating_point and not action_spec.is_in(action.to(action_spec.dtype)):
+        shown = action.flatten()[:8].tolist()
+        fail(f"--policy {spec!r} does not fit --env {env_id}: its first action is {shown}, the env "
+             f"takes {_allowed_actions(action_spec)} ({type(action_spec).__name__}); make the policy "
+             "return valid actions (e.g. logits.argmax(-1))")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in ``reap collect`` by SIGINT (Ctrl-C) or SIGTERM; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class StopSignals:
+    """While active, SIGINT and SIGTERM stop ``reap collect`` in order.
+
+    The first signal raises :class:`Interrupted`, or, inside :meth:`deferred`, is held until the
+    block ends (so a batch is written whole or not at all; with ``then_raise=False`` it is only
+    recorded). Later signals are only recorded: shutting down and saving are never cut short.
+    The previous handlers come back on exit.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._deferring = False
+        self._previous: dict = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    @property
+    def name(self) -> str | None:
+        return None if self.signum is None else signal.Signals(self.signum).name
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is None:
+            self.signum = signum
+            if not self._deferring:
+                raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def deferred(self, *, then_raise: bool = True):
+        held = self.signum
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        if then_raise and held is None and self.signum is not None:
+            raise Interrupted(self.signum)
+
+
+class RunStats:
+    """Frames, finished episodes and their rewards, as the batches come."""
+
+    def __init__(self):
+        self.frames, self.episodes, self.reward_sum = 0, 0, 0.0
+
+    def add(self, batch) -> None:
+        finished = batch["next", "episode_reward"][batch["next", "done"]]
+        self.episodes += finished.numel()
+        self.reward_sum += float(finished.sum())
+        self.frames += batch.numel()
+
+    @property
+    def mean_reward(self) -> float:
+        return self.reward_sum / self.episodes if self.episodes else float("nan")
+
+
 def collect(args) -> None:
     from tqdm import tqdm
 
-    from reap import Collector, GymEnv
-    from reap.plugins import PluginNotInstalledError
+    from reap import Collector
+    from reap.plugins import PluginNotInstalledError, get_registries
 
-    for name in ("frames", "workers", "num_envs", "frames_per_batch"):
-        if getattr(args, name) < 1:
-            fail(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    for name in ("frames", "workers", "num_envs", "frames_per_batch", "max_frames_per_traj"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            fail(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.seed is not None and not 0 <= args.seed < 2**63:
+        fail(f"--seed must be an integer from 0 to 2**63 - 1, got {args.seed}")
     import gymnasium as gym
 
     if args.env not in gym.registry:
@@ -182,57 +335,89 @@ def collect(args) -> None:
     env_fn = _make_env_fn(args.env, args.num_envs)
     policy = None
     if args.policy:
-        probe = GymEnv(args.env, num_envs=None if args.num_envs == 1 else args.num_envs)
-        policy = load_policy(args.policy, probe)
-        probe.close()
-        if args.weights:
-            if not isinstance(policy, torch.nn.Module):
-                fail(f"--policy {args.policy!r} built a {type(policy).__name__}; weights need an nn.Module")
-            try:
-                policy.load_state_dict(load_weights(args.weights))
-            except RuntimeError as exc:
-                fail(f"--weights do not fit the policy: {exc}")
+        probe = env_fn()
+        try:
+            policy = load_policy(args.policy, probe)
+            if args.weights:
+                if not isinstance(policy, torch.nn.Module):
+                    fail(f"--policy {args.policy!r} built a {type(policy).__name__}; weights need an nn.Module")
+                try:
+                    policy.load_state_dict(load_weights(args.weights))
+                except RuntimeError as exc:
+                    fail(f"--weights do not fit the policy: {exc}")
+            check_policy(policy, probe, args.policy, args.env)
+        finally:
+            probe.close()
     kwargs = dict(frames_per_batch=args.frames_per_batch, total_frames=args.frames,
                   max_frames_per_traj=args.max_frames_per_traj)
-    try:
-        if args.backend == "local":
-            collector = Collector(env_fn(), policy, **kwargs)
-        else:
-            collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
-    except PluginNotInstalledError as exc:
-        fail(f"--backend {args.backend!r}: {exc}")
-    total = math.ceil(args.frames / collector.frames_per_batch) * collector.frames_per_batch
-    writer = open_writer(args.out, total) if args.out else None
-    episodes, reward_sum, frames = 0, 0.0, 0
-    start = time.perf_counter()
-    bar = tqdm(total=total, unit="frames", disable=args.no_progress, file=sys.stderr,
-               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} frames [{elapsed}{postfix}]")
-    with collector, bar:
-        if args.seed is not None:
-            collector.set_seed(args.seed)
-        for batch in collector:
-            done = batch["next", "done"]
-            finished = batch["next", "episode_reward"][done]
-            episodes += finished.numel()
-            reward_sum += float(finished.sum())
-            frames += batch.numel()
-            if writer is not None:
-                writer.write(batch)
-            bar.update(batch.numel())
-            fps = frames / max(time.perf_counter() - start, 1e-9)
-            mean = reward_sum / episodes if episodes else float("nan")
-            bar.set_postfix(fps=f"{fps:,.0f}", episode_reward=f"{mean:.2f}")
-    elapsed = time.perf_counter() - start
-    mean = reward_sum / episodes if episodes else float("nan")
+    stats, writer, total, error = RunStats(), None, None, None
+    with StopSignals() as signals:
+        start = time.perf_counter()
+        try:
+            try:
+                if args.backend == "local":
+                    collector = Collector(env_fn(), policy, **kwargs)
+                else:
+                    collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
+            except PluginNotInstalledError as exc:
+                fail(f"--backend {args.backend!r}: {exc}")
+            total = math.ceil(args.frames / collector.frames_per_batch) * collector.frames_per_batch
+            writer = open_writer(args.out, total) if args.out else None
+            get_registries()  # plugins load now, not inside the timed loop
+            bar = tqdm(total=total, unit="frames", disable=args.no_progress, file=sys.stderr,
+                       bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} frames [{elapsed}{postfix}]")
+            start = time.perf_counter()
+            with collector, bar:
+                if args.seed is not None:
+                    collector.set_seed(args.seed)
+                for batch in collector:
+                    with signals.deferred():  # a batch is written and counted whole, or not at all
+                        if writer is not None:
+                            writer.write(batch)
+                        stats.add(batch)
+                    bar.update(batch.numel())
+                    fps = stats.frames / max(time.perf_counter() - start, 1e-9)
+                    bar.set_postfix(fps=f"{fps:,.0f}", episode_reward=f"{stats.mean_reward:.2f}")
+        except Interrupted:
+            pass
+        except Exception as exc:  # noqa: BLE001 - the frames so far are saved, then it is re-raised
+            if signals.signum is None:  # not a consequence of the signal (e.g. a worker it reached)
+                error = exc
+        elapsed = max(time.perf_counter() - start, 1e-9)
+        with signals.deferred(then_raise=False):  # saving is never cut short
+            finish(args, writer, stats, total, elapsed, signals.name, error)
+    if error is not None:
+        raise error
+    if signals.signum is not None:
+        raise SystemExit(128 + signals.signum)
+
+
+def finish(args, writer, stats: RunStats, total, elapsed: float, stopped_by, error) -> None:
+    """Save what was collected (a checkpoint plus ``reap_meta.json``) and print the summary line."""
+    complete = total is not None and stats.frames >= total
     if writer is not None:
-        writer.close()
+        try:
+            writer.close()
+        except Exception as exc:  # noqa: BLE001 - keep the error that stopped the run
+            if error is None:
+                raise
+            print(f"reap: the frames collected so far could not be saved: {exc}", file=sys.stderr)
         write_run_meta(writer.path, {
-            "format": "reap-collect", "version": 1, "env": args.env, "frames": frames,
-            "episodes": episodes, "backend": args.backend, "workers": args.workers,
+            "format": "reap-collect", "version": 1, "env": args.env, "frames": stats.frames,
+            "frames_requested": total, "complete": complete, "stopped_by": stopped_by,
+            "error": None if error is None else f"{type(error).__name__}: {error}",
+            "episodes": stats.episodes, "backend": args.backend, "workers": args.workers,
             "num_envs": args.num_envs, "seed": args.seed, "writer": type(writer).__name__})
-    print(f"collected {frames} frames in {elapsed:.2f} s ({frames / elapsed:,.0f} frames/s), "
-          f"{episodes} episodes, mean episode reward {mean:.2f}"
-          + (f", written to {args.out}" if args.out else ""))
+    line = (f"collected {stats.frames} frames in {elapsed:.2f} s ({stats.frames / elapsed:,.0f} frames/s), "
+            f"{stats.episodes} episodes, mean episode reward {stats.mean_reward:.2f}")
+    if writer is not None:
+        line += f", written to {args.out}" if stats.frames else f", none written to {args.out}"
+    if not complete:
+        reason = f"stopped by {stopped_by}" if stopped_by else "stopped by an error"
+        line += f"; {reason} before {total or args.frames} frames"
+        if writer is not None:
+            line += ", marked incomplete in reap_meta.json"
+    print(line, flush=True)
 
 
 def plugins() -> None:
