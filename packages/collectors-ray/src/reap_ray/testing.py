@@ -104,13 +104,26 @@ def local_ray(timeout: float = 30.0, **config):
 
 
 class ExitingEnv(CountingEnv):
-    """A ``CountingEnv`` whose process calls ``os._exit(exit_code)`` at step ``exit_at``."""
+    """A ``CountingEnv`` whose process calls ``os._exit(exit_code)`` at step ``exit_at``.
 
-    def __init__(self, batch: int | None = None, *, exit_at: int, exit_code: int = 3, **kwargs):
+    With ``once_file``, only the first process to get there exits (it creates the file), so a
+    restarted actor runs on.
+    """
+
+    def __init__(self, batch: int | None = None, *, exit_at: int, exit_code: int = 3,
+                 once_file: str | None = None, **kwargs):
         super().__init__(batch, **kwargs)
-        self.exit_at, self.exit_code = exit_at, exit_code
+        self.exit_at, self.exit_code, self.once_file = exit_at, exit_code, once_file
 
     def _step_into(self, action, t, root, nxt):
         if self.steps + 1 == self.exit_at:
-            os._exit(self.exit_code)
+            if self.once_file is None:
+                os._exit(self.exit_code)
+            try:
+                with open(self.once_file, "x"):
+                    pass
+            except FileExistsError:
+                pass
+            else:
+                os._exit(self.exit_code)
         super()._step_into(action, t, root, nxt)

@@ -1,0 +1,96 @@
+"""Faults in Ray actors: restarts with the latest weights, errors naming the actor, hangs, shutdown."""
+
+import functools
+import time
+
+import pytest
+import ray
+import torch
+
+from reap_mp.testing import ConstantPolicy, env_fn
+from reap_ray import RayCollector, RayCollectorError
+from reap_ray.testing import ExitingEnv, reap_actors_alive
+
+VERSION = ("collector", "policy_version")
+pytestmark = pytest.mark.slow  # each test starts Ray actors (torch imports): seconds each
+
+
+def _weight(batch):
+    return batch["action"].flatten().unique().tolist()
+
+
+def test_killed_actor_restarts_with_latest_weights_and_redoes_its_share():
+    policy = ConstantPolicy(1.0)
+    with RayCollector([env_fn(), env_fn()], policy.as_module(), frames_per_batch=8, total_frames=24,
+                      sync=True, max_restarts=1) as collector:
+        batches = []
+        with pytest.warns(RuntimeWarning, match="collector actor 0 died"):
+            for i, batch in enumerate(collector):
+                batches.append(batch)
+                if i == 0:
+                    policy.weight.data.fill_(5.0)
+                    collector.update_policy_weights_(policy)
+                if i == 1:
+                    old = collector.remote_collectors[0]
+                    ray.kill(old)
+        assert [b.batch_size for b in batches] == [torch.Size([2, 4])] * 3  # nothing lost or doubled
+        assert [_weight(b) for b in batches] == [[1.0], [5.0], [5.0]]
+        assert batches[2][VERSION].unique().tolist() == [1]  # the restarted actor got version 1
+        assert collector.worker_restarts == [1, 0]
+        assert collector.remote_collectors[0] is not old
+    assert not reap_actors_alive()  # shutdown waits until Ray reports the actors dead
+
+
+def test_actor_exiting_mid_batch_is_restarted_and_the_lost_batch_redone(tmp_path):
+    make_env = functools.partial(ExitingEnv, exit_at=6, once_file=str(tmp_path / "exited"))
+    policy = ConstantPolicy(1.0)
+    with RayCollector(make_env, policy.as_module(), num_collectors=1, frames_per_batch=4,
+                      total_frames=12) as collector:
+        batches = []
+        with pytest.warns(RuntimeWarning, match=r"collector actor 0 died \(ActorDiedError\)"):
+            for batch in collector:
+                batches.append(batch)
+                if len(batches) == 1:  # the request for batch 2 is already out, with weights 1
+                    policy.weight.data.fill_(9.0)
+                    collector.update_policy_weights_(policy)
+        assert (tmp_path / "exited").exists()
+        assert collector.worker_restarts == [1]
+        assert len(batches) == 3 and collector.frames == 12
+        # batch 2 died with the actor; its redo ran the latest weights
+        assert [_weight(b) for b in batches] == [[1.0], [9.0], [9.0]]
+        assert batches[1][VERSION].unique().tolist() == [1]
+
+
+def test_actor_dying_past_max_restarts_is_an_error_naming_it():
+    make_env = functools.partial(ExitingEnv, exit_at=2)
+    with RayCollector([env_fn(), make_env], ConstantPolicy(1.0).as_module(), frames_per_batch=4,
+                      total_frames=40, sync=True, max_restarts=1) as collector:
+        with pytest.warns(RuntimeWarning), pytest.raises(RayCollectorError) as info:
+            list(collector)
+        assert info.value.worker_idx == 1
+        assert "collector actor 1 died 2 times (max_restarts=1)" in str(info.value)
+
+
+def test_exception_in_actor_reaches_driver_with_traceback_and_index():
+    with RayCollector([env_fn(), env_fn(fail_at=3)], ConstantPolicy(1.0).as_module(), frames_per_batch=4,
+                      total_frames=40) as collector:
+        with pytest.raises(RayCollectorError) as info:
+            list(collector)
+        message = str(info.value)
+        assert info.value.worker_idx == 1
+        assert "collector actor 1 raised" in message
+        assert "CountingEnv exploded at step 3" in message
+        assert "_step_into" in message  # the actor's traceback
+        collector.shutdown(shutdown_ray=True)  # joined the tests' Ray: must not stop it
+        assert ray.is_initialized()
+
+
+def test_hung_actor_is_reported_while_another_delivers():
+    with RayCollector([env_fn(hang_at=3), env_fn()], ConstantPolicy(1.0).as_module(), frames_per_batch=2,
+                      total_frames=-1, actor_timeout=3) as collector:
+        start = time.monotonic()
+        with pytest.raises(RayCollectorError, match=r"collector actor 0 made no progress for 3\.\d s") as info:
+            for _ in collector:
+                pass
+        assert info.value.worker_idx == 0
+        assert time.monotonic() - start < 30
