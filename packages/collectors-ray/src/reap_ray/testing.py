@@ -42,7 +42,7 @@ def wait_no_reap_actors(timeout: float = 10.0) -> set[str]:
     return alive
 
 
-def _descendants(pid: int) -> set[int]:
+def descendant_pids(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -85,7 +85,7 @@ def local_ray(timeout: float = 30.0, **config):
 
     if ray.is_initialized():
         raise RuntimeError("local_ray: Ray is already running in this process")
-    before = _descendants(os.getpid())
+    before = descendant_pids(os.getpid())
     started = ensure_ray({**SMALL_RAY, **config})
     assert started, "local_ray: expected to start a new Ray"
     session_dir = ray._private.worker._global_node.get_session_dir_path()
@@ -95,10 +95,10 @@ def local_ray(timeout: float = 30.0, **config):
         alive = wait_no_reap_actors(timeout)
         shutdown_ray_if_ours()
         deadline = time.monotonic() + timeout
-        left = (_descendants(os.getpid()) - before) | processes_of_session(session_dir)
+        left = (descendant_pids(os.getpid()) - before) | processes_of_session(session_dir)
         while left and time.monotonic() < deadline:
             time.sleep(0.2)
-            left = (_descendants(os.getpid()) - before) | processes_of_session(session_dir)
+            left = (descendant_pids(os.getpid()) - before) | processes_of_session(session_dir)
         assert not alive, f"reap actors still alive at the end of the tests: {sorted(alive)}"
         assert not left, f"Ray processes left after ray.shutdown(): {sorted(left)}"
 
