@@ -17,6 +17,9 @@ from reap.cli import main
 REAP = str(Path(sys.executable).parent / "reap")  # the console script, as a user runs it
 
 POLICY_MODULE = '''
+import os
+import signal
+
 import torch
 
 
@@ -45,6 +48,23 @@ def make_failing_at_call_250():
             raise FloatingPointError("the policy broke at call 250")
         return torch.zeros((), dtype=torch.int64)
     return policy
+
+
+def make_signalling(signum, at_call):
+    def policy(observation):
+        CALLS.append(1)
+        if len(CALLS) == at_call:
+            os.kill(os.getpid(), signum)
+        return torch.zeros((), dtype=torch.int64)
+    return policy
+
+
+def make_sigterm_at_call_250():
+    return make_signalling(signal.SIGTERM, 250)
+
+
+def make_sigint_at_call_50():
+    return make_signalling(signal.SIGINT, 50)
 
 
 def action_out_of_range():
@@ -242,6 +262,44 @@ def test_error_mid_run_keeps_the_frames_so_far_then_raises(tmp_path, policy_modu
     data = load_run(out)
     assert data.batch_size == (200,) and (data["action"] == 0).all()
     assert capsys.readouterr().out.startswith("collected 200 frames in ")
+
+
+@pytest.fixture
+def signal_guard():
+    """SIGINT and SIGTERM fail the test (instead of stopping pytest) unless reap collect handles them."""
+    def unhandled(signum, frame):
+        raise AssertionError(f"{signal.Signals(signum).name} reached the handler reap collect should replace")
+
+    previous = {s: signal.signal(s, unhandled) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield unhandled
+    for s, handler in previous.items():
+        signal.signal(s, handler)
+
+
+@pytest.mark.parametrize("factory,code,frames", [
+    ("make_sigterm_at_call_250", 143, 200),  # two probes, two whole batches of 100, then mid-batch
+    ("make_sigint_at_call_50", 130, 0),  # during the first batch: nothing to keep
+])
+def test_signal_mid_batch_keeps_the_whole_batches_before_it(factory, code, frames, tmp_path, policy_module,
+                                                           capsys, signal_guard):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", "CartPole-v1", "--frames", "1000", "--frames-per-batch", "100",
+              "--policy", f"{policy_module}:{factory}", "--out", str(out), "--no-progress"])
+    assert exc.value.code == code
+    name = signal.Signals(code - 128).name
+    assert signal.getsignal(signal.SIGINT) is signal.getsignal(signal.SIGTERM) is signal_guard  # restored
+    meta = json.loads((out / "reap_meta.json").read_text())
+    assert meta["frames"] == frames and meta["complete"] is False and meta["stopped_by"] == name
+    summary = capsys.readouterr().out
+    assert summary.startswith(f"collected {frames} frames in ")
+    assert summary.rstrip().endswith(f"; stopped by {name} before 1000 frames, marked incomplete in reap_meta.json")
+    if frames:
+        data = load_run(out)
+        assert data.batch_size == (frames,) and (data["action"] == 0).all()
+    else:
+        assert ", none written to " in summary
+        assert sorted(p.name for p in out.iterdir()) == ["reap_meta.json"]
 
 
 def test_policy_module_in_the_current_directory_is_found(tmp_path):

@@ -310,12 +310,8 @@ class RunStats:
         return self.reward_sum / self.episodes if self.episodes else float("nan")
 
 
-def collect(args) -> None:
-    from tqdm import tqdm
-
-    from reap import Collector
-    from reap.plugins import PluginNotInstalledError, get_registries
-
+def check_args(args) -> None:
+    """Every ``reap collect`` option that can be checked before anything runs (exit 2 if wrong)."""
     for name in ("frames", "workers", "num_envs", "frames_per_batch", "max_frames_per_traj"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -332,22 +328,38 @@ def collect(args) -> None:
         fail("--weights needs --policy (the factory that builds the module to load them into)")
     if args.out:
         check_out_dir(Path(args.out))
+
+
+def build_policy(args, env_fn):
+    """The ``--policy`` with its ``--weights``, checked on the env (None: random actions)."""
+    if not args.policy:
+        return None
+    probe = env_fn()
+    try:
+        policy = load_policy(args.policy, probe)
+        if args.weights:
+            if not isinstance(policy, torch.nn.Module):
+                fail(f"--policy {args.policy!r} built a {type(policy).__name__}; weights need an nn.Module")
+            try:
+                policy.load_state_dict(load_weights(args.weights))
+            except RuntimeError as exc:
+                fail(f"--weights do not fit the policy: {exc}")
+        check_policy(policy, probe, args.policy, args.env)
+    finally:
+        probe.close()
+    return policy
+
+
+def collect(args) -> None:
+    """``reap collect``: see the module docstring and the README for the options."""
+    from tqdm import tqdm
+
+    from reap import Collector
+    from reap.plugins import PluginNotInstalledError, get_registries
+
+    check_args(args)
     env_fn = _make_env_fn(args.env, args.num_envs)
-    policy = None
-    if args.policy:
-        probe = env_fn()
-        try:
-            policy = load_policy(args.policy, probe)
-            if args.weights:
-                if not isinstance(policy, torch.nn.Module):
-                    fail(f"--policy {args.policy!r} built a {type(policy).__name__}; weights need an nn.Module")
-                try:
-                    policy.load_state_dict(load_weights(args.weights))
-                except RuntimeError as exc:
-                    fail(f"--weights do not fit the policy: {exc}")
-            check_policy(policy, probe, args.policy, args.env)
-        finally:
-            probe.close()
+    policy = build_policy(args, env_fn)
     kwargs = dict(frames_per_batch=args.frames_per_batch, total_frames=args.frames,
                   max_frames_per_traj=args.max_frames_per_traj)
     stats, writer, total, error = RunStats(), None, None, None
