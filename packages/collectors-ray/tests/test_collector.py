@@ -1,5 +1,8 @@
 """RayCollector: TorchRL's layout in sync and async mode, weights, seeds, replay buffer, backends."""
 
+import doctest
+import importlib
+
 import pytest
 import torch
 
@@ -129,3 +132,26 @@ def test_multicollector_backend_ray_async():
     with multi:
         assert isinstance(multi, RayCollector) and not multi._sync
         assert [_weight(b) for b in multi] == [[2.0]] * 2
+
+
+def test_reap_collect_cli_backend_ray(capsys):
+    from reap.cli import main
+
+    main(["collect", "--env", "CartPole-v1", "--frames", "80", "--backend", "ray", "--workers", "2",
+          "--num-envs", "2", "--frames-per-batch", "40", "--no-progress", "--seed", "1"])
+    assert "collected 80 frames" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["reap_ray", "reap_ray.collector", "reap_ray.replay_buffer",
+                                  "reap_ray.weight_sync", "reap_ray.plugin", "reap_ray.testing"])
+def test_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and (result.attempted > 0 or name == "reap_ray.testing")
+
+
+def test_public_classes_have_examples():
+    import reap
+
+    for name in ("RayCollector", "RayReplayBuffer", "RayWeightUpdater", "RayWeightSyncScheme"):
+        assert ">>>" in getattr(reap, name).__doc__, name

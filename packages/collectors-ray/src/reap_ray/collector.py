@@ -127,7 +127,7 @@ class RayCollector(BaseCollector):
     interpreter exit; finishing an iteration leaves them running.
 
     Examples:
-        >>> import torch  # doctest: +SKIP
+        >>> import torch
         >>> from tensordict.nn import TensorDictModule
         >>> from reap import GymEnv, RayCollector
         >>> policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])

@@ -52,7 +52,7 @@ class RayReplayBuffer:
     ``dumps(path)`` and ``loads(path)`` read and write ``path`` on the actor's node.
 
     Examples:
-        >>> import torch  # doctest: +SKIP
+        >>> import torch
         >>> from tensordict import TensorDict
         >>> from reap import LazyTensorStorage, RayReplayBuffer
         >>> with RayReplayBuffer(storage=LazyTensorStorage(100), batch_size=8) as rb:
