@@ -302,6 +302,7 @@ def test_signal_mid_batch_keeps_the_whole_batches_before_it(factory, code, frame
         assert sorted(p.name for p in out.iterdir()) == ["reap_meta.json"]
 
 
+@pytest.mark.slow
 def test_policy_module_in_the_current_directory_is_found(tmp_path):
     (tmp_path / "my_cwd_policies.py").write_text(POLICY_MODULE)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
