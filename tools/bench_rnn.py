@@ -131,7 +131,7 @@ def bench_collection(rounds: int, frames: int = 4000) -> dict[str, float]:
         policy = TensorDictSequential(*policy.module[:2],
                                       TensorDictModule(lambda logits: torch.nn.functional.one_hot(logits.argmax(-1), 2),
                                                        in_keys=["logits"], out_keys=["action"]))
-        c = trc.SyncDataCollector(env, policy, frames_per_batch=800, total_frames=frames)
+        c = trc.Collector(env, policy, frames_per_batch=800, total_frames=frames)
         try:
             start = time.perf_counter()
             n = sum(b.numel() for b in c)

@@ -174,7 +174,7 @@ class _RecurrentModule(TensorDictModuleBase):
         n = x.shape[0]
         is_init = tensordict.get("is_init").reshape(n, 1, 1)
         states = [
-            s.reshape(n, *s.shape[-2:]).masked_fill(is_init, 0.0).transpose(0, 1).contiguous()
+            s.reshape(n, *s.shape[-2:]).masked_fill(is_init, 0.0).transpose(0, 1)
             for s in self._read_states(tensordict, tuple(shape), x)
         ]
         y, new = self._rnn_call(x.unsqueeze(1), states)
@@ -182,6 +182,11 @@ class _RecurrentModule(TensorDictModuleBase):
         for key, s in zip(self.out_keys[1:], new):
             tensordict.set(key, s.transpose(0, 1).reshape(*shape, s.shape[0], s.shape[-1]))
         return tensordict
+
+    def _between_layers(self, k, inp):
+        if k and self._spec.dropout and self.training:
+            return torch.nn.functional.dropout(inp, self._spec.dropout, training=True)
+        return inp
 
     def _backend(self):
         if self.recurrent_backend == "auto":
@@ -279,8 +284,16 @@ class LSTMModule(_RecurrentModule):
         return [self.lstm.proj_size or self.lstm.hidden_size, self.lstm.hidden_size]
 
     def _rnn_call(self, x, states):
-        y, (h, c) = self.lstm(x, tuple(states))
-        return y, (h, c)
+        inp, hs, cs = x[:, 0], [], []
+        for k, w in enumerate(layer_weights(self.lstm)):
+            inp = self._between_layers(k, inp)
+            h, c = torch.lstm_cell(inp, (states[0][k], states[1][k]), w.w_ih, w.w_hh, w.b_ih, w.b_hh)
+            if w.w_hr is not None:
+                h = h @ w.w_hr.t()
+            hs.append(h)
+            cs.append(c)
+            inp = h
+        return inp.unsqueeze(1), (torch.stack(hs), torch.stack(cs))
 
 
 class GRUModule(_RecurrentModule):
@@ -328,5 +341,9 @@ class GRUModule(_RecurrentModule):
         return [self.gru.hidden_size]
 
     def _rnn_call(self, x, states):
-        y, h = self.gru(x, states[0])
-        return y, (h,)
+        inp, hs = x[:, 0], []
+        for k, w in enumerate(layer_weights(self.gru)):
+            inp = self._between_layers(k, inp)
+            inp = torch.gru_cell(inp, states[0][k], w.w_ih, w.w_hh, w.b_ih, w.b_hh)
+            hs.append(inp)
+        return inp.unsqueeze(1), (torch.stack(hs),)
