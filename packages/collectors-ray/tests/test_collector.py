@@ -93,7 +93,12 @@ def test_policy_factory_defers_weight_sync_until_weights_are_given_collector_bac
         assert first.batch_size == torch.Size([1, 4])
         assert _weight(first) == [3.0] and first[VERSION].unique().tolist() == [0]
         collector.update_policy_weights_()  # no central policy: nothing to send
-        collector.update_policy_weights_(weights_dict={"policy": {"module.weight": torch.tensor([7.0])}})
+        with pytest.raises(ValueError, match=r"'module.weight' has shape \(1, 1\) but the policy's has shape \(1,\)"):
+            collector.update_policy_weights_({"module.weight": torch.ones(1, 1)})
+        with pytest.raises(ValueError, match="module.weight"):
+            collector.update_policy_weights_({"module.weight": torch.tensor([0.1], dtype=torch.float64)})
+        # exact casts are accepted (int64 7 -> float32 7.0)
+        collector.update_policy_weights_(weights_dict={"policy": {"module.weight": torch.tensor([7])}})
         assert _weight(next(iter(collector))) == [7.0]
 
 

@@ -15,6 +15,7 @@ from collections import deque
 import ray
 import torch
 
+from reap.weight_update import as_weights
 from reap_ray.weight_sync import RayWeightSyncScheme
 
 VERSION_KEY = ("collector", "policy_version")
@@ -37,7 +38,11 @@ class CollectorActor:
         self.writes: deque = deque()
 
     def ready(self) -> dict:
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        """Where the actor runs, and its policy's weight layout (on the meta device) for checks."""
+        policy = getattr(self.collector, "policy", None)
+        layout = as_weights(policy).to("meta") if isinstance(policy, torch.nn.Module) else None
+        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "weights_layout": layout}
 
     def collect(self, weights, version: int):
         if weights is not None:

@@ -38,7 +38,7 @@ from reap.collectors.base import BaseCollector
 from reap.collectors.collector import Collector
 from reap.envs.base import EnvBase
 from reap.plugins import hook
-from reap.weight_update import WeightUpdaterBase, weights_from_update_args
+from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
 from reap_ray._actor import CollectorActor
 from reap_ray._ray import (
     ensure_ray,
@@ -279,6 +279,7 @@ class RayCollector(BaseCollector):
         self._frames = 0
         self._iter = 0
         self._seed: tuple[int, bool] | None = None
+        self._layout = None  # the policy's weights on the meta device: what pushed weights must match
         self._hook_started = False
         self.weight_updater = self._resolve_updater(weight_updater, owner)
         self.started_ray = ensure_ray(ray_init_config)
@@ -362,6 +363,8 @@ class RayCollector(BaseCollector):
         infos = self._wait_ready(refs, list(range(len(self._actors) - k, len(self._actors))))
         for idx, info in infos.items():
             self.node_ids[idx] = info["node_id"]
+            if self._layout is None:
+                self._layout = info["weights_layout"]
 
     def _make_actor(self, idx: int):
         spec = self._specs[idx]
@@ -422,6 +425,11 @@ class RayCollector(BaseCollector):
             weights = self.policy
         if weights is None:  # policy_factory without a central policy: deferred until weights come
             return
+        if self._layout is not None:
+            try:
+                weights = match_weights(self._layout, weights)  # exact shapes, lossless dtypes only
+            except ValueError as exc:
+                raise ValueError(f"update_policy_weights_: {exc}") from None
         ref = self._scheme.put(weights)
         self.policy_version += 1
         for i in ids:
