@@ -79,6 +79,10 @@ def action_wrong_shape():
     return lambda observation: torch.zeros(3)
 
 
+def sized_for_pendulum():
+    return torch.nn.Linear(3, 1)
+
+
 def action_one_for_three_envs():
     return lambda observation: torch.tensor(1)
 '''
@@ -227,6 +231,10 @@ def test_out_in_a_read_only_directory_is_refused(tmp_path, capsys):
      "return an integer action"),
     ("Pendulum-v1", "action_wrong_shape", [],
      "does not fit --env Pendulum-v1: the action has shape (3,) but the env's action_spec expects (1,)"),
+    ("CartPole-v1", "sized_for_pendulum", [],
+     "fails on the first observation of --env CartPole-v1 {'observation': (4,)}: RuntimeError: mat1 and mat2 "
+     "shapes cannot be multiplied (1x4 and 3x1); build it for this env (a factory that takes an argument "
+     "receives the env)"),
     ("CartPole-v1", "action_one_for_three_envs", ["--num-envs", "3"],
      "does not fit --env CartPole-v1: the action has shape () but the env's action_spec expects (3,) (batch (3,))"),
 ])

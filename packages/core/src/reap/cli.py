@@ -220,15 +220,27 @@ def check_policy(policy, env, spec: str, env_id: str) -> None:
 
     from reap.collectors.policy import PolicyRunner, check_action
 
-    try:
-        runner = PolicyRunner(policy, env)
-        root = env.reset()
-        with torch.no_grad(), set_interaction_type(InteractionType.RANDOM):
-            action = runner.probe(root.select(*env.state_keys))[env.action_key]
-        check_action(action, env)
-    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+    def does_not_fit(exc: Exception) -> NoReturn:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         fail(f"--policy {spec!r} does not fit --env {env_id}: {message.removeprefix('policy: ')}")
+
+    try:
+        runner = PolicyRunner(policy, env)
+    except (TypeError, ValueError, KeyError) as exc:
+        does_not_fit(exc)
+    root = env.reset()
+    try:
+        with torch.no_grad(), set_interaction_type(InteractionType.RANDOM):
+            action = runner.probe(root.select(*env.state_keys))[env.action_key]
+    except (RuntimeError, ValueError, TypeError) as exc:  # e.g. a layer sized for another observation
+        shapes = {key: tuple(root.get(key).shape) for key in runner.in_keys}
+        fail(f"--policy {spec!r} fails on the first observation of --env {env_id} {shapes}: "
+             f"{type(exc).__name__}: {exc}; build it for this env (a factory that takes an argument "
+             "receives the env)")
+    try:
+        check_action(action, env)
+    except (TypeError, ValueError) as exc:
+        does_not_fit(exc)
     action_spec = env.action_spec
     if not action_spec.dtype.is_floating_point and not action_spec.is_in(action.to(action_spec.dtype)):
         shown = action.flatten()[:8].tolist()
