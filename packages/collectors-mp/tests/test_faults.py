@@ -2,6 +2,7 @@
 
 import gc
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def test_stuck_worker_hits_worker_timeout():
     collector = MultiSyncCollector([env_fn(), env_fn(hang_at=3)], constant_policy(), frames_per_batch=8,
                                    mp_start_method=FAST, worker_timeout=1.5)
     pids = collector.worker_pids
-    with pytest.raises(WorkerError, match="collector worker 1 delivered no batch within worker_timeout=1.5"):
+    with pytest.raises(WorkerError, match=r"collector worker 1 delivered no batch for 1\.\d s \(worker_timeout=1\.5 s\)"):
         collector.next()
     assert not any(pid_alive(p) for p in pids)
 
@@ -183,3 +184,59 @@ def test_spawn_without_main_guard_explains_the_guard(tmp_path):
     assert out.returncode != 0
     assert 'if __name__ == "__main__":' in out.stderr
     assert "was constructed while a child process started with the 'spawn' start method" in out.stderr
+
+
+def test_async_hung_worker_is_found_while_another_delivers():
+    # worker 0 sleeps in env.step; worker 1 keeps delivering. The deadline is per worker.
+    collector = MultiAsyncCollector([env_fn(hang_at=3), env_fn()], constant_policy(), frames_per_batch=4,
+                                    mp_start_method=FAST, worker_timeout=2)
+    pids = collector.worker_pids
+    it = iter(collector)
+    start = time.monotonic()
+    delivered = []
+    with pytest.raises(WorkerError, match=r"collector worker 0 delivered no batch for 2\.\d s \(worker_timeout=2 s\)") as info:
+        while time.monotonic() - start < 40:  # unbounded before the fix: worker 1 delivers forever
+            delivered.append(int(next(it)["collector", "worker_id"][0]))
+    assert info.value.worker_idx == 0
+    assert time.monotonic() - start < 30
+    assert delivered.count(1) > 2  # the other worker delivered meanwhile
+    assert not any(pid_alive(p) for p in pids)
+
+
+@pytest.mark.slow
+def test_async_hung_worker_is_restarted_and_its_batches_asked_again():
+    # worker 0 hangs at its 10th step (after 2 batches), again after each restart; worker 1 is
+    # healthy and paced. Every batch is yielded once: none lost with the hung worker, none twice.
+    import functools
+
+    from reap_mp.testing import BusyEnv
+
+    collector = MultiAsyncCollector([env_fn(hang_at=10), functools.partial(BusyEnv, step_cost=0.02, episode_len=5)],
+                                    constant_policy(), frames_per_batch=4, total_frames=4 * 100,
+                                    mp_start_method=FAST, worker_timeout=2, on_worker_failure="restart",
+                                    max_restarts=100)
+    collector.set_seed(7)
+    with collector:
+        batches = list(collector)
+        assert collector.worker_restarts[0] >= 1 and collector.worker_restarts[1] == 0
+    assert len(batches) == 100 and collector.frames == 400
+    keys = [tuple(b["observation"][:, 1].tolist()) for b in batches]  # seeded random column
+    assert len(set(keys)) == len(keys)  # no batch yielded twice
+    from_0 = [b for b in batches if b["collector", "worker_id"][0] == 0]
+    assert len(from_0) > 2  # the first worker 0 makes 2 batches, then hangs: restarted ones delivered
+
+
+def test_start_up_timeout_states_the_time_waited(monkeypatch):
+    import functools
+
+    import reap_mp.collectors
+    from reap_mp.testing import FaultyEnv
+
+    monkeypatch.setattr(reap_mp.collectors, "STARTUP_TIMEOUT", 3.0)
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match=r"collector worker 0 was not ready (\d+\.\d) s after it was started "
+                                          r"\(start-up allows max\(worker_timeout, 3 s\) = 3 s\)") as info:
+        MultiSyncCollector([functools.partial(FaultyEnv, where="init", how="hang")], constant_policy(),
+                           frames_per_batch=4, mp_start_method=FAST, worker_timeout=1)
+    waited = float(re.search(r"not ready (\d+\.\d) s", str(info.value)).group(1))
+    assert 3.0 <= waited <= time.monotonic() - start + 0.1

@@ -133,8 +133,15 @@ class WorkerHandle:
         self.conn, child_conn = ctx.Pipe(duplex=True)
         self.process = ctx.Process(target=target, args=(idx, child_conn, *args),
                                    name=f"{label}-{idx}", daemon=False)
-        self.process.start()
-        child_conn.close()
+        try:
+            self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child_conn.close()
+        # start-up waits run from here (a forkserver's own first start is not the worker's)
+        self.started = time.monotonic()
         self.closed = False
 
     @property
@@ -165,23 +172,31 @@ class WorkerHandle:
             worker_idx=self.idx, remote_traceback=tb,
         )
 
-    def recv(self, timeout: float | None = None):
-        """The next message; WorkerError if the child dies, raised, or stays silent past timeout."""
-        timeout = self.timeout if timeout is None else timeout
+    def wait(self, timeout: float) -> bool:
+        """True once a message is ready, False after ``timeout`` s; WorkerError if the child dies."""
         deadline = time.monotonic() + timeout
         while True:
             if self.conn.poll(0):
-                return self._read()
+                return True
             left = deadline - time.monotonic()
             if left <= 0:
-                raise WorkerError(
-                    f"{self.label} {self.idx} sent nothing for {timeout:g} s (worker_timeout); "
-                    "it may be stuck in its env or policy. Raise worker_timeout for slower workers.",
-                    worker_idx=self.idx,
-                )
+                return False
             multiprocessing.connection.wait([self.conn, self.process.sentinel], timeout=left)
             if not self.conn.poll(0) and not self.process.is_alive():
                 raise self.dead_error("sent no reply")
+
+    def recv(self, timeout: float | None = None):
+        """The next message; WorkerError if the child dies, raised, or stays silent past timeout."""
+        timeout = self.timeout if timeout is None else timeout
+        start = time.monotonic()
+        if not self.wait(timeout):
+            raise WorkerError(
+                f"{self.label} {self.idx} sent nothing for {time.monotonic() - start:.1f} s "
+                f"(worker_timeout={timeout:g} s); it may be stuck in its env or policy. Raise "
+                "worker_timeout for slower workers.",
+                worker_idx=self.idx,
+            )
+        return self._read()
 
     def _read(self):
         try:

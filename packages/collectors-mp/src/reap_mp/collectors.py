@@ -29,13 +29,14 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType
 
-from reap.collectors.base import BaseCollector
+from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
 from reap.envs.base import EnvBase
 from reap.plugins import hook
-from reap.weight_update import as_weights, weights_from_update_args
+from reap.weight_update import as_weights, match_weights, weights_from_update_args
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
 from reap_mp._worker import ReplicatedEnv, collector_worker
+from reap_mp.bookkeeping import LatestWeights, WorkerDeadlines
 from reap_mp.weight_sync import (
     PipeWeightSyncScheme,
     SharedMemWeightSyncScheme,
@@ -44,6 +45,9 @@ from reap_mp.weight_sync import (
 )
 
 FAILURE_MODES = ("raise", "restart")
+#: The least time a worker is given to start (import torch, build its env and policy), in seconds;
+#: a longer ``worker_timeout`` gives it longer.
+STARTUP_TIMEOUT = 60.0
 #: TorchRL arguments accepted for compatibility that change nothing here.
 _NO_EFFECT = {"num_threads", "use_buffers", "trust_policy", "no_cuda_sync", "compile_policy",
               "cudagraph_policy", "auto_register_policy_transforms"}
@@ -285,18 +289,20 @@ class _MultiCollector(BaseCollector):
         self.restarts = 0
         self.worker_restarts = [0] * n
         self.policy_version = 0
-        self._last_weights = None
+        self._latest = LatestWeights()
+        self._weight_templates: list[TensorDictBase | None] = [None] * n
         self._frames = 0
         self._iter = 0
         self._slots: list[list[TensorDictBase]] = [[] for _ in range(n)]
         self._worker_frames = [0] * n
         self._stash: deque = deque()
-        self._in_flight = [0] * n
+        self._deadlines = WorkerDeadlines(n, self.worker_timeout)
         self._seed: tuple[int, bool] | None = None
         self._closed = False
         track(self)
         try:
-            self._handles = [self._spawn(i) for i in range(n)]
+            for i in range(n):  # one by one: a failed spawn still leaves the others to shut down
+                self._handles.append(self._spawn(i))
             for i in range(n):
                 self._await_ready(i)
         except BaseException:
@@ -315,16 +321,25 @@ class _MultiCollector(BaseCollector):
 
     def _await_ready(self, idx: int) -> None:
         handle = self._handles[idx]
+        limit = max(self.worker_timeout, STARTUP_TIMEOUT)
         try:
-            message = handle.recv(timeout=max(self.worker_timeout, 60.0))
+            ready = handle.wait(handle.started + limit - time.monotonic())
+            message = handle.recv(timeout=0) if ready else None
         except WorkerError as exc:
             raise WorkerError(f"{exc} while starting", worker_idx=idx, exitcode=exc.exitcode,
                               remote_traceback=exc.remote_traceback) from None
+        if message is None:
+            raise WorkerError(
+                f"collector worker {idx} was not ready {time.monotonic() - handle.started:.1f} s after "
+                f"it was started (start-up allows max(worker_timeout, {STARTUP_TIMEOUT:g} s) = "
+                f"{limit:g} s); it may be stuck building its env or policy. If the machine is just "
+                "slow, pass a larger worker_timeout", worker_idx=idx)
         _, slots, weights_buffer, info = message
         self._slots[idx] = slots
         self._worker_frames[idx] = info["frames_per_batch"]
+        self._weight_templates[idx] = info["weights"]
         self.weight_sync_scheme.on_worker_ready(idx, weights_buffer)
-        self._in_flight[idx] = 0
+        self._deadlines.forget(idx)
 
     def _send(self, idx: int, message: tuple) -> None:
         self._handles[idx].send(message)
@@ -365,65 +380,82 @@ class _MultiCollector(BaseCollector):
         self._handles[idx].close(grace=0.5)
         self.restarts += 1
         self.worker_restarts[idx] += 1
+        # its delivered batches lived in its shared memory, which goes with it: asked again below
         self._stash = deque(item for item in self._stash if item[0] != idx)
-        self._in_flight[idx] = 0
+        self._deadlines.forget(idx)
         if self._seed is not None:
             self._specs[idx]["seed"] = (worker_seed(self._seed[0], idx, self.worker_restarts[idx]), self._seed[1])
         self._handles[idx] = self._spawn(idx)
         self._await_ready(idx)
-        if self._last_weights is not None:
-            self.weight_sync_scheme.push(self._last_weights, [idx], self.policy_version)
+        if self._latest.weights is not None:  # the weights pushed last, under their own version
+            self.weight_sync_scheme.push(self._latest.weights, [idx], self._latest.version)
 
-    def _request(self, idx: int, message: tuple):
-        """Send a command and wait for its ``("ok", value)``; batches that arrive are stashed."""
-        handle = self._handles[idx]
-        handle.send(message)
+    def _request(self, idx: int, message: tuple, *, resend: bool = True):
+        """Send a command and wait for its ``("ok", value)``; batches that arrive are stashed.
+
+        A worker that fails meanwhile is handled by ``_fail`` (raise, or restart it and, with
+        ``resend``, send the command again to the new worker).
+        """
         while True:
-            reply = handle.recv()
-            if reply[0] == "ok":
-                return reply[1]
-            self._on_batch(idx, reply)
+            try:
+                handle = self._handles[idx]
+                handle.send(message)
+                while True:
+                    reply = handle.recv()
+                    if reply[0] == "ok":
+                        return reply[1]
+                    self._on_batch(idx, reply)
+            except WorkerError as exc:
+                self._fail(idx, exc)
+                if not resend:
+                    return None
 
     def _on_batch(self, idx: int, reply: tuple) -> None:
-        self._in_flight[idx] -= 1
+        self._deadlines.delivered(idx)
         self._stash.append((idx, reply[1], reply[2]))
 
     def _collect_cmd(self, idx: int, slot: int) -> None:
-        self._in_flight[idx] += 1
+        self._deadlines.asked(idx)
         try:
             self._send(idx, ("collect", slot))
         except WorkerError as exc:  # it died since its last message
             self._fail(idx, exc)
 
     def _wait_batch(self, pending: set[int] | None = None) -> tuple[int, int, int]:
-        """The next finished ``(worker, slot, version)``, among ``pending`` workers if given."""
-        deadline = time.monotonic() + self.worker_timeout
+        """The next finished ``(worker, slot, version)``, among ``pending`` workers if given.
+
+        Every worker that owes a batch is held to its own deadline (``worker_timeout`` after its
+        last batch), checked on each call, so one that hangs is found while others deliver.
+        """
+        timeout = 0.0  # first take what has already arrived, then check deadlines, then wait
         while True:
-            for k, item in enumerate(self._stash):
-                if pending is None or item[0] in pending:
-                    del self._stash[k]
-                    return item
-            watch = [h for h in self._handles if (pending is None or h.idx in pending) and self._in_flight[h.idx] > 0]
-            if not watch:
-                raise RuntimeError("internal error: waiting for a batch no worker is collecting")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                idx = watch[0].idx
-                self._fail(idx, WorkerError(
-                    f"collector worker {idx} delivered no batch within worker_timeout="
-                    f"{self.worker_timeout:g} s; it may be stuck in its env or policy",
-                    worker_idx=idx))
-                deadline = time.monotonic() + self.worker_timeout
-                continue
-            for handle in wait_any(watch, left):
+            busy = [h for h in self._handles if self._deadlines.owed(h.idx)]
+            for handle in wait_any(busy, timeout):
                 try:
                     reply = handle.recv(timeout=self.worker_timeout)
                 except WorkerError as exc:
                     self._fail(handle.idx, exc)
-                    deadline = time.monotonic() + self.worker_timeout
                     continue
                 if reply[0] == "batch":
                     self._on_batch(handle.idx, reply)
+            overdue = self._deadlines.overdue()
+            if overdue:  # one at a time: a restart takes a while, the others may deliver meanwhile
+                idx = overdue[0]
+                self._fail(idx, WorkerError(
+                    f"collector worker {idx} delivered no batch for {self._deadlines.waited(idx):.1f} s "
+                    f"(worker_timeout={self.worker_timeout:g} s); it may be stuck in its env or policy. "
+                    "Raise worker_timeout for slower workers.", worker_idx=idx))
+                timeout = 0.0
+                continue
+            for k, item in enumerate(self._stash):
+                if pending is None or item[0] in pending:
+                    del self._stash[k]
+                    return item
+            watch = [i for i in range(self.num_workers)
+                     if (pending is None or i in pending) and self._deadlines.owed(i)]
+            if not watch:
+                raise RuntimeError("internal error: waiting for a batch no worker is collecting")
+            timeout = max(0.0, self._deadlines.next_deadline() - time.monotonic())
 
     # ---- output ----------------------------------------------------------------------------
     def _finish(self, batch: TensorDictBase) -> TensorDictBase | None:
@@ -480,28 +512,35 @@ class _MultiCollector(BaseCollector):
             weights = self.policy
         weights = as_weights(weights)
         ids = self._worker_ids(worker_ids)
-        missing = [i for i in ids if not self.weight_sync_scheme.has_weights(i)]
+        missing = [i for i in ids if self._weight_templates[i] is None
+                   or not self.weight_sync_scheme.has_weights(i)]
         if missing:
             raise ValueError(
                 f"update_policy_weights_: the policy of worker(s) {missing} has no parameters to update"
             )
+        try:  # the exact keys, shapes and (exactly castable) dtypes of every worker's policy
+            for i in ids:
+                weights = match_weights(self._weight_templates[i], weights)
+        except ValueError as exc:
+            raise ValueError(f"update_policy_weights_: {exc}") from None
         self.policy_version += 1
-        try:
-            self.weight_sync_scheme.push(weights, ids, self.policy_version)
-        except WorkerError as exc:
-            self._fail(exc.worker_idx, exc)
-        if worker_ids is None:
-            self._remember_weights(weights)
+        self._remember_weights(weights, ids)  # first: a worker restarted during the push gets them
+        remaining = ids
+        while remaining:
+            try:
+                self.weight_sync_scheme.push(weights, remaining, self.policy_version)
+                break
+            except WorkerError as exc:  # restarted with these weights (or raised); on to the rest
+                self._fail(exc.worker_idx, exc)
+                remaining = remaining[remaining.index(exc.worker_idx) + 1:]
         return weights
 
-    def _remember_weights(self, weights: TensorDictBase) -> None:
-        """Keep what every worker now runs, for workers that restart later (in place, no allocation)."""
-        last = self._last_weights
-        if last is not None and set(last.keys(True, True)) == set(weights.keys(True, True)):
-            with torch.no_grad():
-                last.update_(weights)
-        else:
-            self._last_weights = weights.detach().cpu().clone()
+    def _remember_weights(self, weights: TensorDictBase, ids: list[int]) -> None:
+        """Keep the weights pushed last, in the policy's dtypes and shapes, for workers that restart.
+
+        Whichever workers they went to: a restarted worker runs them under their own version.
+        """
+        self._latest.remember(self._weight_templates[ids[0]], weights, self.policy_version)
 
     def _worker_ids(self, worker_ids) -> list[int]:
         if worker_ids is None:
@@ -513,6 +552,24 @@ class _MultiCollector(BaseCollector):
                     f"update_policy_weights_: worker_ids must be worker indices in [0, {self.num_workers}), got {worker_ids!r}"
                 )
         return ids
+
+    # ---- plugin options and reports (reap.hookspecs.reap_plugin_options) --------------------
+    def _forward_plugin_options(self, name: str, options) -> None:
+        self._check_open()
+        for i in range(self.num_workers):
+            value = options_for_worker(options, i)
+            kept = self._specs[i].setdefault("plugin_options", {})  # for a worker that restarts
+            if value is None:
+                kept.pop(name, None)
+            else:
+                kept[name] = value
+            self._request(i, ("plugin_options", name, value))
+
+    def worker_plugin_reports(self, name: str) -> list:
+        # also answered from a reap_collector_shutdown hook: the workers are still running then
+        if not self._handles or any(h.closed for h in self._handles):
+            raise RuntimeError(f"{type(self).__name__}: the workers were shut down")
+        return [self._request(i, ("plugin_report", name)) for i in range(self.num_workers)]
 
     # ---- control ---------------------------------------------------------------------------
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
@@ -567,7 +624,7 @@ class _MultiCollector(BaseCollector):
                 handle.close(grace=timeout)
             self._slots = [[] for _ in range(self.num_workers)]
             self._stash.clear()
-            self._last_weights = None
+            self._latest.clear()
             self._traj_counter = None  # its semaphore is unlinked once nothing refers to it
             self.weight_sync_scheme.close()
 
@@ -611,7 +668,7 @@ class MultiSyncCollector(_MultiCollector):
     _sync = True
 
     def _requeue_count(self, idx: int) -> int:
-        return 1 if self._in_flight[idx] else 0  # it redoes its share of the batch being gathered
+        return 1 if self._deadlines.owed(idx) else 0  # it redoes its share of the batch being gathered
 
     def iterator(self):
         self._check_open()
@@ -684,7 +741,7 @@ class MultiAsyncCollector(_MultiCollector):
         return self._slots_per_worker if self._started else 0
 
     def _free_slot(self, idx: int) -> int:
-        return self._in_flight[idx]  # slots 0, 1 in order after a restart
+        return self._deadlines.owed(idx)  # slots 0, 1 in order after a restart
 
     def iterator(self):
         self._check_open()

@@ -9,6 +9,8 @@ They live in the package (not in a test folder) so that worker processes started
   kill its own process, or sleep at a given step (to test fault handling).
 * :class:`BusyEnv`: like CountingEnv, but each step burns ``step_cost`` seconds of CPU.
 * :class:`ConstantPolicy`: outputs its single parameter (the "weight") for every env.
+* :class:`FaultyEnv` and :class:`FaultyPolicy`: raise, kill their process or hang
+  (:func:`inject_fault`) in one chosen place, for fault-injection tests.
 
 Examples:
     >>> from reap_mp.testing import ConstantPolicy, CountingEnv
@@ -110,6 +112,78 @@ class ConstantPolicy(torch.nn.Module):
         return TensorDictModule(self, in_keys=["observation"], out_keys=["action"])
 
 
+#: What :func:`inject_fault` can do.
+FAULTS = ("raise", "kill", "hang")
+
+
+def inject_fault(how: str, where: str) -> None:
+    """``raise`` a RuntimeError naming ``where``, ``kill`` this process (SIGKILL), or ``hang`` (an hour)."""
+    if how == "raise":
+        raise RuntimeError(f"injected fault in {where}")
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "hang":
+        time.sleep(3600)
+    raise ValueError(f"inject_fault: how must be one of {FAULTS}, got {how!r}")
+
+
+class FaultyEnv(CountingEnv):
+    """A CountingEnv with a fault (:func:`inject_fault` ``how``) in one place.
+
+    ``where``: ``"init"`` (the constructor, so the worker fails while starting), ``"step"`` (its
+    ``at``-th step), ``"seed"`` (``set_seed``) or ``"state_dict"``.
+    """
+
+    PLACES = ("init", "step", "seed", "state_dict")
+
+    def __init__(self, batch: int | None = None, *, where: str, how: str, at: int = 1, episode_len: int = 5):
+        if where not in self.PLACES or how not in FAULTS:
+            raise ValueError(f"FaultyEnv: where must be one of {self.PLACES} and how one of {FAULTS}")
+        super().__init__(batch, episode_len=episode_len)
+        self.where, self.how, self.at = where, how, at
+        if where == "init":
+            inject_fault(how, "the env constructor")
+
+    def _step_into(self, action, t, root, nxt):
+        if self.where == "step" and self.steps + 1 == self.at:
+            inject_fault(self.how, f"env step {self.at}")
+        super()._step_into(action, t, root, nxt)
+
+    def _set_seed(self, seed):
+        if self.where == "seed":
+            inject_fault(self.how, "env set_seed")
+        super()._set_seed(seed)
+
+    def state_dict(self) -> dict:
+        if self.where == "state_dict":
+            inject_fault(self.how, "env state_dict")
+        return super().state_dict()
+
+
+class FaultyPolicy(ConstantPolicy):
+    """A ConstantPolicy with a fault (:func:`inject_fault` ``how``) at its ``at``-th call.
+
+    A collector worker calls its policy once while starting (to learn its outputs), so
+    ``at=1`` faults during start-up and a larger ``at`` mid-rollout.
+    """
+
+    def __init__(self, weight: float = 0.0, *, how: str, at: int = 1):
+        super().__init__(weight)
+        self.how, self.at, self.calls = how, at, 0
+
+    def forward(self, observation: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == self.at:
+            inject_fault(self.how, f"policy call {self.at}")
+        return super().forward(observation)
+
+
+def hold_lock_and_die(lock) -> None:
+    """Take ``lock`` and die holding it (SIGKILL), as a worker killed mid-copy would."""
+    lock.acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class RaisingPolicy:
     """A policy that raises ``KeyError(message)`` when called."""
 
@@ -146,4 +220,5 @@ def shm_segments() -> set[str]:
     """Names in ``/dev/shm`` after a garbage collection."""
     gc.collect()
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-__all__ = ["BusyEnv", "ConstantPolicy", "CountingEnv", "RaisingPolicy", "constant_policy", "env_fn", "pid_alive", "shm_segments"]
+__all__ = ["FAULTS", "BusyEnv", "ConstantPolicy", "CountingEnv", "FaultyEnv", "FaultyPolicy", "RaisingPolicy",
+           "constant_policy", "env_fn", "hold_lock_and_die", "inject_fault", "pid_alive", "shm_segments"]

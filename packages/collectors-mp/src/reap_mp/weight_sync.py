@@ -35,6 +35,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, as_weights, copy_weights
+from reap_mp._procs import WorkerError
 
 
 def policy_weights(policy) -> TensorDictBase | None:
@@ -116,6 +117,9 @@ class WeightReceiver:
 
 
 class SharedMemReceiver(WeightReceiver):
+    #: seconds to wait for the weights lock (the parent holds it only while it copies)
+    lock_timeout = 60.0
+
     def __init__(self, counter):
         super().__init__()
         self.counter = counter
@@ -130,14 +134,27 @@ class SharedMemReceiver(WeightReceiver):
 
     def poll(self) -> int:
         if self.counter.value != self.version and self.shared is not None:
-            with self.counter.get_lock():
+            lock = self.counter.get_lock()
+            if not lock.acquire(timeout=self.lock_timeout):
+                raise RuntimeError(
+                    f"the shared weights stayed locked for {self.lock_timeout:g} s: the process "
+                    "writing them (the trainer) died or hung while pushing weights"
+                )
+            try:
                 copy_weights(self.local, self.shared)
                 self.version = self.counter.value
+            finally:
+                lock.release()
         return self.version
 
 
 class SharedMemWeightSyncScheme(WeightSyncScheme):
     """Weights through per-worker shared-memory buffers, guarded by a version counter.
+
+    Args:
+        lock_timeout: seconds a push waits for a worker's weights lock (a worker holds it only
+            while it copies the weights); past it the push raises a ``WorkerError`` naming the
+            worker, which died or hung while holding it.
 
     Examples:
         >>> from reap_mp import SharedMemWeightSyncScheme
@@ -147,17 +164,24 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
 
     name = "shared_mem"
 
+    def __init__(self, *, lock_timeout: float = 30.0, **options):
+        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
+            raise ValueError(
+                f"SharedMemWeightSyncScheme: lock_timeout must be a positive number of seconds, got {lock_timeout!r}"
+            )
+        super().__init__(**options)
+        self.lock_timeout = float(lock_timeout)
+
     def bind(self, ctx, num_workers, send):
         super().bind(ctx, num_workers, send)
-        self._counters = [ctx.Value("q", 0) for _ in range(num_workers)]
+        self._ctx = ctx
+        self._counters = [None] * num_workers
 
     def worker_state(self, idx):
+        # a fresh counter (and lock) for every start: a worker killed while holding its lock
+        # must not leave the lock held for the worker that replaces it
+        self._counters[idx] = self._ctx.Value("q", 0)
         return ("shared_mem", self._counters[idx])
-
-    def on_worker_ready(self, idx, buffer):
-        super().on_worker_ready(idx, buffer)
-        with self._counters[idx].get_lock():  # a restarted worker starts from its initial weights
-            self._counters[idx].value = 0
 
     def push(self, weights, worker_ids, version):
         for idx in worker_ids:
@@ -165,9 +189,16 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
             if buffer is None:
                 continue
             counter = self._counters[idx]
-            with counter.get_lock():
+            lock = counter.get_lock()
+            if not lock.acquire(timeout=self.lock_timeout):
+                raise WorkerError(
+                    f"collector worker {idx} held its weights lock for {self.lock_timeout:g} s: it "
+                    "died or hung while loading weights", worker_idx=idx)
+            try:
                 copy_weights(buffer, weights)
                 counter.value = version
+            finally:
+                lock.release()
 
     def close(self):
         super().close()

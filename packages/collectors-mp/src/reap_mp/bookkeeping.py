@@ -1,0 +1,129 @@
+"""What the driver keeps per worker, whatever carries the messages (no processes in here).
+
+* :class:`WorkerDeadlines`: how much work each worker owes and when it must next deliver.
+  A worker that owes a batch must deliver one within ``timeout`` seconds of its last batch
+  (or of the request that gave an idle worker work), however busy the other workers are.
+* :class:`LatestWeights`: a copy of the weights pushed last and their version, laid out as
+  the policy's own (same keys, shapes and dtypes), for workers that restart.
+
+Both are meant to move to reap-core once a second backend (Ray) needs them.
+
+Examples:
+    >>> deadlines = WorkerDeadlines(2, timeout=5.0, clock=lambda: 100.0)
+    >>> deadlines.asked(0)
+    >>> deadlines.owed(0), deadlines.next_deadline()
+    (1, 105.0)
+    >>> deadlines.overdue(now=106.0)
+    [0]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from tensordict import TensorDictBase
+
+from reap.weight_update import copy_weights, match_weights
+
+
+class WorkerDeadlines:
+    """Per-worker progress deadlines.
+
+    Args:
+        num_workers: how many workers there are.
+        timeout: seconds a worker that owes work may go without delivering a batch.
+        clock: the time source (``time.monotonic``).
+
+    Examples:
+        >>> now = [0.0]
+        >>> deadlines = WorkerDeadlines(2, timeout=5.0, clock=lambda: now[0])
+        >>> deadlines.asked(0, 2); deadlines.asked(1)
+        >>> now[0] = 4.0; deadlines.delivered(1)   # worker 1 is done, worker 0 still owes 2
+        >>> now[0] = 6.0; deadlines.overdue(), round(deadlines.waited(0), 1)
+        ([0], 6.0)
+        >>> deadlines.delivered(0); deadlines.overdue()  # a batch moves its deadline on
+        []
+    """
+
+    def __init__(self, num_workers: int, timeout: float, *, clock: Callable[[], float] = time.monotonic):
+        self.timeout = float(timeout)
+        self._clock = clock
+        self._owed = [0] * num_workers
+        self._since: list[float | None] = [None] * num_workers
+
+    def asked(self, idx: int, count: int = 1) -> None:
+        """Worker ``idx`` was asked for ``count`` more batches."""
+        if self._owed[idx] == 0:
+            self._since[idx] = self._clock()
+        self._owed[idx] += count
+
+    def delivered(self, idx: int) -> None:
+        """Worker ``idx`` delivered one batch: its clock restarts if it still owes more."""
+        if self._owed[idx] <= 0:
+            raise RuntimeError(f"internal error: worker {idx} delivered a batch nobody asked for")
+        self._owed[idx] -= 1
+        self._since[idx] = self._clock() if self._owed[idx] else None
+
+    def forget(self, idx: int) -> None:
+        """Worker ``idx`` was replaced: it owes nothing (its work is asked again)."""
+        self._owed[idx] = 0
+        self._since[idx] = None
+
+    def owed(self, idx: int) -> int:
+        return self._owed[idx]
+
+    def waited(self, idx: int, now: float | None = None) -> float:
+        """Seconds since worker ``idx`` last made progress (0 if it owes nothing)."""
+        since = self._since[idx]
+        return 0.0 if since is None else (self._clock() if now is None else now) - since
+
+    def next_deadline(self, among: Iterable[int] | None = None) -> float | None:
+        """The earliest deadline of the workers ``among`` (all) that owe work; None if none do."""
+        ids = range(len(self._owed)) if among is None else among
+        times = [self._since[i] for i in ids if self._since[i] is not None]
+        return min(times) + self.timeout if times else None
+
+    def overdue(self, among: Iterable[int] | None = None, now: float | None = None) -> list[int]:
+        """Workers (``among`` all) past their deadline, in index order."""
+        now = self._clock() if now is None else now
+        ids = range(len(self._owed)) if among is None else among
+        return sorted(i for i in ids if self._since[i] is not None and now - self._since[i] >= self.timeout)
+
+
+class LatestWeights:
+    """The weights pushed last, checked against the policy and kept in its dtypes and shapes.
+
+    ``remember`` copies in place after the first push (no allocation per push). A worker that
+    restarts receives ``weights`` under ``version``, so its batches never claim a version whose
+    weights it does not run.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> latest = LatestWeights()
+        >>> policy = TensorDict({"weight": torch.zeros(2)})
+        >>> latest.remember(policy, TensorDict({"weight": torch.tensor([1, 2])}), version=1)
+        >>> latest.weights["weight"], latest.version
+        (tensor([1., 2.]), 1)
+    """
+
+    def __init__(self):
+        self.weights: TensorDictBase | None = None
+        self.version = 0
+
+    def remember(self, template: TensorDictBase, weights: TensorDictBase, version: int) -> None:
+        """Keep ``weights`` (checked against ``template``, the policy's layout) as ``version``."""
+        weights = match_weights(template, weights)
+        if self.weights is None:
+            self.weights = weights.detach().to("cpu").clone()
+        else:
+            copy_weights(self.weights, weights)
+        self.version = version
+
+    def clear(self) -> None:
+        self.weights = None
+        self.version = 0
+
+
+__all__ = ["LatestWeights", "WorkerDeadlines"]
