@@ -56,7 +56,7 @@ def test_round_trip_prioritized(tmp_path, kind):
     assert torch.equal(other.sampler._tree.leaves(), rb.sampler._tree.leaves())
     assert float(other.sampler.default_priority) == float(rb.sampler.default_priority)
     meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
-    assert meta["format"] == "reap-replay-checkpoint" and meta["version"] == 1
+    assert meta["format"] == "reap-replay-checkpoint" and meta["version"] == 2
     assert meta["storage"]["kind"] == type(rb.storage).__name__
 
 

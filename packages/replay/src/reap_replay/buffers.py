@@ -101,10 +101,12 @@ def _split_state(prefix: str, state: dict, tensors: dict) -> dict:
 
 
 def _join_state(meta: dict, tensors: dict, where) -> dict:
+    if not isinstance(meta, dict):
+        raise ValueError(f"the state is {meta!r}, not an object")
     out = {}
     for key, value in meta.items():
         if isinstance(value, dict) and "__tensor__" in value:
-            if value["__tensor__"] not in tensors:
+            if not isinstance(value["__tensor__"], str) or value["__tensor__"] not in tensors:
                 raise ckpt.CheckpointError(f"{where}: tensor {value['__tensor__']!r} is missing")
             out[key] = tensors[value["__tensor__"]]
         else:
@@ -417,19 +419,28 @@ class ReplayBuffer:
             self._writer.load_state_dict(state_dict["_writer"])
             self._batch_size = state_dict.get("_batch_size", self._batch_size)
 
-    def dumps(self, path) -> None:
+    def dumps(self, path, *, checksum: bool = True) -> None:
         """Writes an untearable checkpoint to the directory ``path`` (see :mod:`reap_replay.checkpoint`).
 
         A :class:`LazyMemmapStorage` whose ``scratch_dir`` is ``path`` is flushed in place, not
-        copied; other storages' rows are written as raw tensor files.
+        copied: that checkpoint holds until the next write to the buffer (``loads`` refuses it
+        after one; see :class:`LazyMemmapStorage`). Other storages' rows are written as raw
+        tensor files.
+
+        Keyword Args:
+            checksum (bool): store a CRC-32 of every tensor file and of the rows in place, which
+                ``loads`` checks. Costs a read of the data at about 4 GB/s (0.25 s per GB);
+                ``False`` skips it for huge buffers. Defaults to ``True``.
         """
+        if not isinstance(checksum, bool):
+            raise TypeError(f"checksum must be True or False, got checksum={checksum!r}")
         path = Path(path)
         with self._lock:
             tensors: dict = {}
             meta = {
                 "buffer": type(self).__name__,
                 "batch_size": self._batch_size,
-                "storage": self._storage_meta(path, tensors),
+                "storage": self._storage_meta(path, tensors, checksum),
                 "sampler": {
                     "kind": type(self._sampler).__name__,
                     "state": _split_state("sampler", self._sampler.state_dict(), tensors),
@@ -439,9 +450,9 @@ class ReplayBuffer:
                     "state": _split_state("writer", self._writer.state_dict(), tensors),
                 },
             }
-            ckpt.write_checkpoint(path, meta, tensors)
+            ckpt.write_checkpoint(path, meta, tensors, checksum=checksum)
 
-    def _storage_meta(self, path: Path, tensors: dict) -> dict:
+    def _storage_meta(self, path: Path, tensors: dict, checksum: bool) -> dict:
         s = self._storage
         meta = {"kind": type(s).__name__, "max_size": s.max_size, "len": len(s),
                 "last_cursor": s._last_cursor}
@@ -463,11 +474,15 @@ class ReplayBuffer:
         if not s.initialized:
             return meta
         meta["layout"] = "tensordict" if s._leaves is not None else "tensor"
-        if isinstance(s, LazyMemmapStorage) and s.scratch_dir.resolve() == path.resolve():
-            s.flush()
-            meta["inplace"] = True
-            return meta
         n = len(s)
+        if isinstance(s, LazyMemmapStorage) and s.scratch_dir.resolve() == path.resolve():
+            layout_id, generation = s._seal()
+            bufs = dict(s.leaf_items())
+            meta.update(inplace=True, layout_id=layout_id, generation=generation, leaves=[])
+            for e in s._layout_leaves:
+                rows = bufs[tuple(e["key"])][:n]
+                meta["leaves"].append({**e, "checksum": ckpt.crc32_of(rows) if checksum else None})
+            return meta
         meta["leaves"] = []
         meta["tds"] = []
         if s._leaves is not None:
@@ -482,22 +497,65 @@ class ReplayBuffer:
             meta["leaves"].append({"key": list(key), "tensor": name})
         return meta
 
-    def loads(self, path) -> None:
-        """Loads a checkpoint written by :meth:`dumps` into this buffer.
+    def loads(self, path, *, verify_checksum: bool = True) -> None:
+        """Loads a checkpoint written by :meth:`dumps` into this buffer, all or nothing.
 
         The buffer must have the same kinds of storage, sampler and writer and the same
-        ``max_size``. A missing, torn or foreign directory raises
-        :class:`~reap_replay.checkpoint.CheckpointError` naming the path.
+        ``max_size`` (and, if its storage holds data, the same entries). Everything is read and
+        checked before anything changes: a missing, torn, foreign, corrupt or inconsistent
+        checkpoint, or an in-place one whose rows were written after its ``dumps``, raises
+        :class:`~reap_replay.checkpoint.CheckpointError` naming the path, and the buffer is left
+        as it was.
+
+        Keyword Args:
+            verify_checksum (bool): check the CRC-32 that ``dumps`` stored for every tensor
+                file and the rows in place (a read of the data, about 0.25 s per GB).
+                ``False`` trusts the bytes, for huge buffers. Defaults to ``True``.
         """
+        if not isinstance(verify_checksum, bool):
+            raise TypeError(f"verify_checksum must be True or False, got verify_checksum={verify_checksum!r}")
         path = Path(path)
-        meta, tensors = ckpt.read_checkpoint(path)
-        self._drop_prefetched()
+        meta, tensors = ckpt.read_checkpoint(path, verify=verify_checksum)
         with self._lock:
-            self._check_kinds(path, meta)
-            self._load_storage(path, meta["storage"], tensors)
-            self._sampler.load_state_dict(_join_state(meta["sampler"]["state"], tensors, path))
-            self._writer.load_state_dict(_join_state(meta["writer"]["state"], tensors, path))
-            self._batch_size = meta.get("batch_size", self._batch_size)
+            apply = self._plan_load(path, meta, tensors, verify_checksum)
+            apply()  # every value was checked: assignments and copies between equal layouts
+        self._drop_prefetched()  # batches drawn before the load
+
+    def _plan_load(self, path: Path, meta: dict, tensors: dict, verify: bool):
+        """Checks the whole checkpoint against this buffer; returns the function that loads it.
+
+        Nothing changes here; any problem is a CheckpointError saying which part is wrong.
+        """
+        self._check_kinds(path, meta)
+        with _invalid(path, "batch_size"):
+            batch_size = meta.get("batch_size")
+            if batch_size is not None:
+                _check_positive("batch_size", batch_size)
+        max_size = self._storage.max_size
+        with _invalid(path, "storage"):
+            st = meta["storage"]
+            n, last = st["len"], st.get("last_cursor")
+            if not _is_size(n) or (max_size is not None and n > max_size):
+                raise ValueError(f"len={n!r} is not a row count within max_size={max_size}")
+            if last is not None and (not _is_size(last) or (max_size is not None and last > max_size)):
+                raise ValueError(f"last_cursor={last!r} is not a position within max_size={max_size}")
+        with _invalid(path, "sampler"):
+            sampler_state = _join_state(meta["sampler"]["state"], tensors, path)
+            self._sampler._check_state(sampler_state, n)
+        with _invalid(path, "writer"):
+            writer_state = _join_state(meta["writer"]["state"], tensors, path)
+            self._writer._check_state(writer_state, n)
+        with _invalid(path, "storage"):  # last: an in-place storage maps its files here
+            load_storage = self._plan_storage(path, st, tensors, n, last, verify)
+
+        def apply():
+            load_storage()
+            self._sampler.load_state_dict(sampler_state)
+            self._writer.load_state_dict(writer_state)
+            if batch_size is not None:  # else this buffer's own (README's load_run sets one)
+                self._batch_size = batch_size
+
+        return apply
 
     def _check_kinds(self, path, meta) -> None:
         try:
@@ -508,49 +566,126 @@ class ReplayBuffer:
             ]
             max_size = meta["storage"]["max_size"]
         except (KeyError, TypeError) as err:
-            raise ckpt.CheckpointError(f"{path}: meta.json lacks {err}") from err
+            raise ckpt.CheckpointError(f"{path}: meta.json lacks {err}") from None
         for what, saved, mine in pairs:
             if saved != mine:
                 raise ckpt.CheckpointError(
                     f"{path} holds a {what} of kind {saved}, but this buffer uses {mine}"
                 )
-        if max_size != self._storage.max_size:
+        if max_size != self._storage.max_size or isinstance(max_size, bool):
             raise ckpt.CheckpointError(
-                f"{path} holds a storage of max_size={max_size}, this buffer's is "
+                f"{path} holds a storage of max_size={max_size!r}, this buffer's is "
                 f"{self._storage.max_size}"
             )
 
-    def _load_storage(self, path: Path, meta: dict, tensors: dict) -> None:
+    def _plan_storage(self, path: Path, meta: dict, tensors: dict, n: int, last, verify: bool):
         s = self._storage
-        s._empty()
         if isinstance(s, ListStorage):
-            for i, name in enumerate(meta["items"]):
-                s._set_one(i, tensors[name].clone())
-        elif meta.get("initialized"):
-            if meta.get("inplace"):
-                if not isinstance(s, LazyMemmapStorage):
-                    raise ckpt.CheckpointError(f"{path}: in-place data needs a LazyMemmapStorage")
-                s._attach_existing(path)
-            else:
-                self._copy_rows(path, meta, tensors)
-        s._len = int(meta["len"])
-        s._last_cursor = meta.get("last_cursor")
+            names = meta["items"]
+            if not isinstance(names, list) or len(names) != n:
+                raise ValueError(f"items lists {names!r}, not {n} tensors")
+            items = [tensors[name] for name in names]
 
-    def _copy_rows(self, path, meta, tensors) -> None:
+            def load_list():
+                s._storage, s._len, s._last_cursor = items, n, last
+
+            return load_list
+        initialized = meta["initialized"]
+        if initialized is not True:
+            if initialized is not False or n:
+                raise ValueError(f"initialized={initialized!r} with len={n}")
+
+            def load_empty():
+                s._empty()
+                s._last_cursor = last
+
+            return load_empty
+        inplace = meta.get("inplace", False)
+        if inplace is not False:
+            if inplace is not True:
+                raise ValueError(f"inplace={inplace!r}, not true or false")
+            if not isinstance(s, LazyMemmapStorage):
+                raise ckpt.CheckpointError(f"{path}: in-place data needs a LazyMemmapStorage")
+            expect = {k: meta[k] for k in ("layout_id", "generation", "leaves")}
+            if not isinstance(expect["layout_id"], str) or not _is_size(expect["generation"]):
+                raise ValueError(f"layout_id={expect['layout_id']!r} or generation={expect['generation']!r} is not valid")
+            mapped = s._map_existing(path, expect=expect, rows=n, verify=verify)
+
+            def load_inplace():
+                s._adopt(mapped)
+                s._len, s._last_cursor = n, last
+
+            return load_inplace
+        data = self._rows_of(meta, tensors, n)
+        if s.initialized:
+            rows = s._checked(data)  # this storage's entries, shapes and dtypes
+
+            def load_rows():
+                s._empty()
+                if n:
+                    s._write(slice(0, n), rows)
+                s._len, s._last_cursor = n, last
+
+            return load_rows
+
+        def load_new():
+            s._empty()
+            if n:
+                s.set(slice(0, n), data)
+            s._len, s._last_cursor = n, last
+
+        return load_new
+
+    @staticmethod
+    def _rows_of(meta: dict, tensors: dict, n: int):
+        """The checkpoint's rows as a tensor or TensorDict of ``n`` rows, shapes checked."""
         from tensordict import TensorDict
 
-        n = int(meta["len"])
-        leaves = {tuple(e["key"]): tensors[e["tensor"]] for e in meta["leaves"]}
+        leaves = {}
+        for e in meta["leaves"]:
+            key = e["key"]
+            if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
+                raise ValueError(f"leaf key {key!r} is not a list of names")
+            value = tensors[e["tensor"]]
+            if value.ndim == 0 or value.shape[0] != n:
+                raise ValueError(f"leaf {key} holds {list(value.shape)}, not {n} rows")
+            leaves[tuple(key)] = value
         if meta["layout"] == "tensor":
-            data = leaves[()]
-        else:
-            data = TensorDict(batch_size=[n, *meta["item_dims"]])
-            for e in sorted(meta["tds"], key=lambda e: len(e["key"])):
-                data.set(tuple(e["key"]), TensorDict(batch_size=[n, *e["item_dims"]]))
-            for key, value in leaves.items():
-                data.set(key, value)
-        if n:
-            self._storage.set(slice(0, n), data)
+            if list(leaves) != [()]:
+                raise ValueError("a tensor layout holds one leaf with key []")
+            return leaves[()]
+        if meta["layout"] != "tensordict" or () in leaves or not leaves:
+            raise ValueError(f"layout {meta['layout']!r} with leaves {list(leaves)} is not valid")
+        data = TensorDict(batch_size=[n, *meta["item_dims"]])
+        for e in sorted(meta["tds"], key=lambda e: len(e["key"])):
+            data.set(tuple(e["key"]), TensorDict(batch_size=[n, *e["item_dims"]]))
+        for key, value in leaves.items():
+            data.set(key, value)
+        return data
+
+
+class _invalid:
+    """Turns a bad value met while checking part of a checkpoint into a CheckpointError."""
+
+    def __init__(self, path, what: str):
+        self.path, self.what = path, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if kind is None or issubclass(kind, ckpt.CheckpointError):
+            return False
+        if issubclass(kind, (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, OverflowError)):
+            detail = f"it lacks {err}" if kind is KeyError else str(err)
+            raise ckpt.CheckpointError(
+                f"{self.path}: the {self.what} in {ckpt.META} cannot be loaded: {detail}"
+            ) from None
+        return False
+
+
+def _is_size(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class TensorDictReplayBuffer(ReplayBuffer):

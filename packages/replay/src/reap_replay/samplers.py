@@ -92,6 +92,10 @@ class Sampler:
     def load_state_dict(self, state_dict: dict) -> None:
         pass
 
+    def _check_state(self, state_dict: dict, storage_len: int) -> None:
+        """Raises (KeyError, ValueError) if ``state_dict`` does not fit a storage holding
+        ``storage_len`` rows; ``load_state_dict`` of a checked state cannot fail."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
@@ -207,6 +211,19 @@ class SamplerWithoutReplacement(Sampler):
             "drop_last": self.drop_last,
             "shuffle": self.shuffle,
         }
+
+    def _check_state(self, state_dict: dict, storage_len: int) -> None:
+        sl, pos, n = state_dict.get("_sample_list"), state_dict["_pos"], state_dict["len_storage"]
+        if not _is_count(n) or not _is_count(pos) or not isinstance(state_dict["_ran_out"], bool):
+            raise ValueError(f"_pos={pos!r}, len_storage={n!r} or _ran_out is not valid")
+        if sl is not None:
+            if not isinstance(sl, torch.Tensor) or sl.ndim != 1 or sl.dtype != torch.int64:
+                raise ValueError("_sample_list is not a 1-D int64 tensor")
+            if pos > sl.numel() or n > storage_len or (sl.numel() and not 0 <= int(sl.min()) <= int(sl.max()) < n):
+                raise ValueError(
+                    f"_sample_list (of {sl.numel()} indices), _pos={pos} and len_storage={n} do "
+                    f"not fit the {storage_len} stored rows"
+                )
 
     def load_state_dict(self, state_dict: dict) -> None:
         sl = state_dict.get("_sample_list")
@@ -485,6 +502,24 @@ class PrioritizedSampler(Sampler):
             "_leaves": self._tree.leaves().clone(),
         }
 
+    def _check_state(self, state_dict: dict, storage_len: int) -> None:
+        for name in ("_alpha", "_beta", "_eps", "_max_priority"):
+            value = state_dict[name]
+            if value is None and name == "_max_priority":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise ValueError(f"{name}={value!r} is not a finite number >= 0")
+        leaves = state_dict["_leaves"]
+        if not isinstance(leaves, torch.Tensor):
+            raise ValueError("_leaves is not a tensor")
+        leaves = self._tree._checked_leaves(leaves)
+        written = torch.nonzero(leaves[storage_len:])
+        if written.numel():
+            raise ValueError(
+                f"the priority tree holds a priority at slot {storage_len + int(written[0, 0])}, "
+                f"past the {storage_len} stored rows: sample() would return a row never written"
+            )
+
     def load_state_dict(self, state_dict: dict) -> None:
         self._alpha = float(state_dict["_alpha"])
         self._beta = float(state_dict["_beta"])
@@ -499,6 +534,10 @@ class PrioritizedSampler(Sampler):
             f"PrioritizedSampler(max_capacity={self._max_capacity}, alpha={self._alpha}, "
             f"beta={self._beta}, eps={self._eps}, device={self.device})"
         )
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _as_key(key):

@@ -312,6 +312,17 @@ class PriorityTree:
         Values that are NaN, negative or above :attr:`max_value` are refused (ValueError) and
         nothing changes.
         """
+        self._leaves.copy_(self._checked_leaves(values))
+        rows = self._leaves.view(-1, self.block_size)
+        self._sum_blocks.copy_(_block_sums(rows))
+        self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
+        if self.use_numpy:
+            written = np.flatnonzero(self._sum_np)
+            self._live_blocks = int(written[-1]) + 1 if written.size else 1
+        self._stale = True
+
+    def _checked_leaves(self, values) -> torch.Tensor:
+        """``values`` as this tree's leaves, or a ValueError (count, dtype, a bad value)."""
         values = torch.as_tensor(values, device=self.device).reshape(-1)
         if values.numel() != self.size:
             raise ValueError(f"expected {self.size} leaves, got {values.numel()}")
@@ -322,14 +333,7 @@ class PriorityTree:
             v = float(values[bad])
             why = _why_bad(v, self.max_value, f"the tree's {self.dtype}")
             raise ValueError(f"leaf {bad} holds {v}, which {why}")
-        self._leaves.copy_(values)
-        rows = self._leaves.view(-1, self.block_size)
-        self._sum_blocks.copy_(_block_sums(rows))
-        self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
-        if self.use_numpy:
-            written = np.flatnonzero(self._sum_np)
-            self._live_blocks = int(written[-1]) + 1 if written.size else 1
-        self._stale = True
+        return values
 
     # ----------------------------------------------------------------- reads
     def __getitem__(self, index) -> torch.Tensor:

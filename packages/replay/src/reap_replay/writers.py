@@ -60,6 +60,22 @@ class Writer:
         self._cursor = int(state_dict["_cursor"])
         self._write_count = int(state_dict["_write_count"])
 
+    def _check_state(self, state_dict: dict, storage_len: int) -> None:
+        """Raises (KeyError, ValueError) if ``state_dict`` does not fit a storage holding
+        ``storage_len`` rows; ``load_state_dict`` of a checked state cannot fail."""
+        cursor, count = state_dict["_cursor"], state_dict["_write_count"]
+        for name, value in (("_cursor", cursor), ("_write_count", count)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r} is not a non-negative integer")
+        max_size = self._storage.max_size
+        if max_size is not None and cursor >= max_size:
+            raise ValueError(f"_cursor={cursor} is past max_size={max_size}")
+        if (max_size is None or storage_len < max_size) and cursor > storage_len:
+            raise ValueError(
+                f"_cursor={cursor} is past the {storage_len} stored rows: the next write would "
+                "leave rows never written in between"
+            )
+
     def _done(self) -> None:
         self._storage._record_progress(self._cursor, self._write_count)
 
@@ -251,6 +267,16 @@ class TensorDictMaxValueWriter(Writer):
         out["_ranks"] = self._ranks
         out["_written"] = self._written
         return out
+
+    def _check_state(self, state_dict: dict, storage_len: int) -> None:
+        super()._check_state(state_dict, storage_len)
+        ranks, written = state_dict.get("_ranks"), state_dict.get("_written")
+        if ranks is None and written is None:
+            return
+        size = (self._storage.max_size,)
+        for name, value, dtype in (("_ranks", ranks, torch.float64), ("_written", written, torch.bool)):
+            if not isinstance(value, torch.Tensor) or value.shape != size or value.dtype != dtype:
+                raise ValueError(f"{name} is not a {dtype} tensor of shape {list(size)}")
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
