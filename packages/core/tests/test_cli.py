@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 from reap.cli import main
+from reap_testing import group_pids
 
 REAP = str(Path(sys.executable).parent / "reap")  # the console script, as a user runs it
 
@@ -321,19 +322,6 @@ def test_policy_module_in_the_current_directory_is_found(tmp_path):
     assert run.stdout.startswith("collected 10 frames in ")
 
 
-def _process_group(pgid: int) -> set[int]:
-    """Live processes in process group ``pgid`` (read from /proc)."""
-    members = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.add(int(stat.parent.name))
-    return members
-
-
 FRAMES = 640_000  # a whole number of 64-frame batches, far more than a run gets through before the signal
 
 
@@ -385,6 +373,6 @@ def test_signal_mid_run_saves_the_frames_so_far(tmp_path, signum, backend, to_gr
     assert same_traj.any()
     assert torch.equal(data["observation"][1:][same_traj], data["next", "observation"][:-1][same_traj])
     deadline = time.monotonic() + 30
-    while _process_group(proc.pid) and time.monotonic() < deadline:
+    while group_pids(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _process_group(proc.pid)  # no worker outlived reap collect
+    assert not group_pids(proc.pid)  # no worker outlived reap collect

@@ -6,19 +6,27 @@ import os
 from pathlib import Path
 
 
-def child_pids(pid: int | None = None) -> set[int]:
-    """Live child processes of ``pid`` (default: this process), read from /proc."""
-    pid = os.getpid() if pid is None else pid
-    children = set()
+def _live_processes():
+    """``(pid, ppid, pgid)`` of every process but zombies, read from /proc."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        state, ppid = fields[0], int(fields[1])
-        if ppid == pid and state != "Z":
-            children.add(int(stat.parent.name))
-    return children
+        if fields[0] != "Z":
+            yield int(stat.parent.name), int(fields[1]), int(fields[2])
+
+
+def child_pids(pid: int | None = None) -> set[int]:
+    """Live child processes of ``pid`` (default: this process), read from /proc."""
+    pid = os.getpid() if pid is None else pid
+    return {child for child, ppid, _ in _live_processes() if ppid == pid}
+
+
+def group_pids(pgid: int) -> set[int]:
+    """Live processes in process group ``pgid``: for a command started with
+    ``start_new_session=True``, it and whatever it started, even once orphaned."""
+    return {pid for pid, _, group in _live_processes() if group == pgid}
 
 
 def shm_segments() -> set[str]:
