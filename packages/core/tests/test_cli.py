@@ -68,6 +68,11 @@ def make_sigint_at_call_50():
     return make_signalling(signal.SIGINT, 50)
 
 
+def make_after_sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)  # as if reap collect were stopped while building the policy
+    return lambda observation: torch.zeros((), dtype=torch.int64)
+
+
 def action_out_of_range():
     return lambda observation: torch.tensor(7)
 
@@ -309,6 +314,17 @@ def test_signal_mid_batch_keeps_the_whole_batches_before_it(factory, code, frame
     else:
         assert ", none written to " in summary
         assert sorted(p.name for p in out.iterdir()) == ["reap_meta.json"]
+
+
+def test_signal_before_collecting_writes_nothing(tmp_path, policy_module, capsys, signal_guard):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", "CartPole-v1", "--frames", "100", "--policy", f"{policy_module}:make_after_sigterm",
+              "--out", str(out), "--no-progress"])
+    assert exc.value.code == 143
+    assert capsys.readouterr().err.endswith("reap: stopped by SIGTERM before collecting; nothing was written\n")
+    assert not out.exists()
+    assert signal.getsignal(signal.SIGTERM) is signal_guard
 
 
 @pytest.mark.slow

@@ -364,52 +364,61 @@ def build_policy(args, env_fn):
 
 def collect(args) -> None:
     """``reap collect``: see the module docstring and the README for the options."""
+    with StopSignals() as signals:
+        try:
+            check_args(args)
+            env_fn = _make_env_fn(args.env, args.num_envs)
+            policy = build_policy(args, env_fn)
+        except Interrupted:
+            print(f"reap: stopped by {signals.name} before collecting; nothing was written", file=sys.stderr)
+            raise SystemExit(128 + signals.signum) from None
+        run(args, env_fn, policy, signals)
+
+
+def run(args, env_fn, policy, signals: StopSignals) -> None:
+    """Collect, write and summarise; SIGINT/SIGTERM or an error keep the frames so far."""
     from tqdm import tqdm
 
     from reap import Collector
     from reap.plugins import PluginNotInstalledError, get_registries
 
-    check_args(args)
-    env_fn = _make_env_fn(args.env, args.num_envs)
-    policy = build_policy(args, env_fn)
     kwargs = dict(frames_per_batch=args.frames_per_batch, total_frames=args.frames,
                   max_frames_per_traj=args.max_frames_per_traj)
     stats, writer, total, error = RunStats(), None, None, None
-    with StopSignals() as signals:
-        start = time.perf_counter()
+    start = time.perf_counter()
+    try:
         try:
-            try:
-                if args.backend == "local":
-                    collector = Collector(env_fn(), policy, **kwargs)
-                else:
-                    collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
-            except PluginNotInstalledError as exc:
-                fail(f"--backend {args.backend!r}: {exc}")
-            total = math.ceil(args.frames / collector.frames_per_batch) * collector.frames_per_batch
-            writer = open_writer(args.out, total) if args.out else None
-            get_registries()  # plugins load now, not inside the timed loop
-            bar = tqdm(total=total, unit="frames", disable=args.no_progress, file=sys.stderr,
-                       bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} frames [{elapsed}{postfix}]")
-            start = time.perf_counter()
-            with collector, bar:
-                if args.seed is not None:
-                    collector.set_seed(args.seed)
-                for batch in collector:
-                    with signals.deferred():  # a batch is written and counted whole, or not at all
-                        if writer is not None:
-                            writer.write(batch)
-                        stats.add(batch)
-                    bar.update(batch.numel())
-                    fps = stats.frames / max(time.perf_counter() - start, 1e-9)
-                    bar.set_postfix(fps=f"{fps:,.0f}", episode_reward=f"{stats.mean_reward:.2f}")
-        except Interrupted:
-            pass
-        except Exception as exc:  # noqa: BLE001 - the frames so far are saved, then it is re-raised
-            if signals.signum is None:  # not a consequence of the signal (e.g. a worker it reached)
-                error = exc
-        elapsed = max(time.perf_counter() - start, 1e-9)
-        with signals.deferred(then_raise=False):  # saving is never cut short
-            finish(args, writer, stats, total, elapsed, signals.name, error)
+            if args.backend == "local":
+                collector = Collector(env_fn(), policy, **kwargs)
+            else:
+                collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
+        except PluginNotInstalledError as exc:
+            fail(f"--backend {args.backend!r}: {exc}")
+        total = math.ceil(args.frames / collector.frames_per_batch) * collector.frames_per_batch
+        writer = open_writer(args.out, total) if args.out else None
+        get_registries()  # plugins load now, not inside the timed loop
+        bar = tqdm(total=total, unit="frames", disable=args.no_progress, file=sys.stderr,
+                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} frames [{elapsed}{postfix}]")
+        start = time.perf_counter()
+        with collector, bar:
+            if args.seed is not None:
+                collector.set_seed(args.seed)
+            for batch in collector:
+                with signals.deferred():  # a batch is written and counted whole, or not at all
+                    if writer is not None:
+                        writer.write(batch)
+                    stats.add(batch)
+                bar.update(batch.numel())
+                fps = stats.frames / max(time.perf_counter() - start, 1e-9)
+                bar.set_postfix(fps=f"{fps:,.0f}", episode_reward=f"{stats.mean_reward:.2f}")
+    except Interrupted:
+        pass
+    except Exception as exc:  # noqa: BLE001 - the frames so far are saved, then it is re-raised
+        if signals.signum is None:  # not a consequence of the signal (e.g. a worker it reached)
+            error = exc
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    with signals.deferred(then_raise=False):  # saving is never cut short
+        finish(args, writer, stats, total, elapsed, signals.name, error)
     if error is not None:
         raise error
     if signals.signum is not None:
