@@ -144,3 +144,49 @@ def test_plugin_registers_backends_and_exports():
     for name in reap_rnn.__all__:
         assert exports[name] == f"reap_rnn:{name}"
     assert reap.LSTMModule is reap_rnn.LSTMModule
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_traced_scan_equals_the_hand_written_one(kind):
+    """What torch.compile traces (plain ops, autograd's backward) equals the eager Function."""
+    from reap_rnn.backends.scan import _GRUScan, _LSTMScan, _traced_layer
+
+    gen = torch.Generator().manual_seed(0)
+    T, B, H = 7, 3, 5
+    G = 4 if kind == "lstm" else 3
+    xw = torch.randn(T, B, G * H, dtype=torch.float64, generator=gen, requires_grad=True)
+    h0 = torch.randn(B, H, dtype=torch.float64, generator=gen, requires_grad=True)
+    c0 = torch.randn(B, H, dtype=torch.float64, generator=gen, requires_grad=True)
+    w = torch.randn(G * H, H, dtype=torch.float64, generator=gen, requires_grad=True)
+    b = torch.randn(G * H, dtype=torch.float64, generator=gen, requires_grad=True)
+    keep = (torch.rand(T, B, generator=gen) > 0.3).double()
+    if kind == "lstm":
+        ours, inputs = _LSTMScan.apply(xw, h0, c0, keep, w), [xw, h0, c0, w]
+        traced = _traced_layer("lstm", xw, h0, c0, keep, w, None)
+    else:
+        ours, inputs = (_GRUScan.apply(xw, h0, keep, w, b),), [xw, h0, w, b]
+        traced = _traced_layer("gru", xw, h0, None, keep, w, b)
+    weights = [torch.randn(o.shape, dtype=o.dtype, generator=gen) for o in ours]
+    g1 = torch.autograd.grad(sum((o * v).sum() for o, v in zip(ours, weights)), inputs)
+    g2 = torch.autograd.grad(sum((o * v).sum() for o, v in zip(traced, weights)), inputs)
+    for a, b_ in zip([*ours, *g1], [*traced, *g2]):
+        torch.testing.assert_close(a, b_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_scan_kernel_compiles_to_one_graph():
+    from reap.plugins import get_recurrent_backend
+    from reap_rnn.backends.base import RNNSpec, layer_weights
+
+    kernel = get_recurrent_backend("scan").impl
+    gru = torch.nn.GRU(3, 4, batch_first=True)
+    weights = layer_weights(gru)
+
+    def loss(x, h0, is_init):
+        y, _ = kernel(RNNSpec("gru", 1, 4), x, (h0,), is_init, weights, False)
+        return y.pow(2).sum()
+
+    x, h0 = torch.randn(2, 3, 3), torch.randn(1, 2, 4)
+    is_init = torch.tensor([[False, True, False], [False, False, False]])
+    compiled = torch.compile(loss, fullgraph=True)
+    torch.testing.assert_close(compiled(x, h0, is_init), loss(x, h0, is_init))

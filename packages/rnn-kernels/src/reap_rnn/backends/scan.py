@@ -170,6 +170,30 @@ class ScanKernel(LayeredKernel):
         return super().run_layer(spec, inp, w, h0, c0, keep)
 
     def layer(self, spec, xw, h0, c0, keep, w_hh, b_hh):
+        if torch.compiler.is_compiling():  # plain ops: torch.compile traces one graph, autograd its backward
+            return _traced_layer(spec.kind, xw, h0, c0, keep, w_hh, b_hh)
         if spec.kind == "lstm":
             return _LSTMScan.apply(xw, h0, c0, keep, w_hh)
         return (_GRUScan.apply(xw, h0, keep, w_hh, b_hh),)
+
+
+def _traced_layer(kind, xw, h0, c0, keep, w_hh, b_hh):
+    """The same recurrence in out-of-place ops only (what ``torch.compile`` traces)."""
+    h, c, hs, cs = h0, c0, [], []
+    for t in range(xw.shape[0]):
+        k = keep[t].unsqueeze(1)
+        h = h * k
+        if kind == "lstm":
+            i, f, g, o = (xw[t] + h @ w_hh.t()).chunk(4, 1)
+            c = torch.sigmoid(f) * (c * k) + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            cs.append(c)
+        else:
+            hw = h @ w_hh.t() if b_hh is None else torch.addmm(b_hh, h, w_hh.t())
+            xr, xz, xn = xw[t].chunk(3, 1)
+            hr, hz, hn = hw.chunk(3, 1)
+            r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+            n = torch.tanh(xn + r * hn)
+            h = n + z * (h - n)
+        hs.append(h)
+    return (torch.stack(hs), torch.stack(cs)) if kind == "lstm" else (torch.stack(hs),)
