@@ -64,3 +64,14 @@ def test_primer_bad_arguments():
                        TensorDictPrimer({"a": Unbounded(shape=(1,))}, expand_specs=False))
     with pytest.raises(TypeError, match="init_key must be a string"):
         InitTracker(init_key=("a", "b"))
+
+
+def test_rollout_carries_the_policy_state():
+    policy = TensorDictSequential(
+        TensorDictModule(Count(), in_keys=["memory"], out_keys=[("next", "memory")]),
+        TensorDictModule(Act(), in_keys=["memory"], out_keys=["action"]),
+    )
+    td = make_env(1).rollout(5, policy)
+    steps = td["memory"].shape[-2]
+    assert td["memory"].flatten().tolist() == list(range(steps))
+    assert td["next", "memory"].flatten().tolist() == list(range(1, steps + 1))

@@ -168,6 +168,8 @@ class EnvBase:
         for key in self.state_keys:
             if key in tensordict.keys():
                 root[key][0] = tensordict[key].numpy(force=True)
+            if ("next", key) in tensordict.keys(True):  # written by the policy, e.g. a recurrent state
+                nxt[key][0] = tensordict["next", key].numpy(force=True)
         action = tensordict[self.action_key]
         root[self.action_key][0] = action.numpy(force=True)
         self._step_into(root[self.action_key][0], 0, root, nxt)
