@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     collect.add_argument("--out", default=None,
                          help="new directory for the data: a memory-mapped replay-buffer checkpoint")
     collect.add_argument("--no-progress", action="store_true", help="no progress bar")
+    collect.add_argument("--profile", default=None, metavar="DIR",
+                         help="torch.profiler traces of worker 0 into DIR, and a table of where each "
+                              "worker's time went at the end (needs reap-profiling)")
     sub.add_parser("plugins", help="list the installed reap plugins and what they register")
     return parser
 
@@ -384,7 +387,7 @@ def run(args, env_fn, policy, signals: StopSignals) -> None:
 
     kwargs = dict(frames_per_batch=args.frames_per_batch, total_frames=args.frames,
                   max_frames_per_traj=args.max_frames_per_traj)
-    stats, writer, total, error = RunStats(), None, None, None
+    stats, writer, total, error, profiled = RunStats(), None, None, None, None
     start = time.perf_counter()
     try:
         try:
@@ -394,6 +397,13 @@ def run(args, env_fn, policy, signals: StopSignals) -> None:
                 collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
         except PluginNotInstalledError as exc:
             fail(f"--backend {args.backend!r}: {exc}")
+        if args.profile:
+            try:
+                collector.enable_profile(save_path=Path(args.profile) / "worker_{worker_idx}.json")
+            except PluginNotInstalledError as exc:
+                collector.shutdown()
+                fail(f"--profile: {exc}")
+            profiled = collector
         total = math.ceil(args.frames / collector.frames_per_batch) * collector.frames_per_batch
         writer = open_writer(args.out, total) if args.out else None
         get_registries()  # plugins load now, not inside the timed loop
@@ -419,6 +429,8 @@ def run(args, env_fn, policy, signals: StopSignals) -> None:
     elapsed = max(time.perf_counter() - start, 1e-9)
     with signals.deferred(then_raise=False):  # saving is never cut short
         finish(args, writer, stats, total, elapsed, signals.name, error)
+    if profiled is not None and error is None:
+        print(profiled.timings(), flush=True)
     if error is not None:
         raise error
     if signals.signum is not None:
