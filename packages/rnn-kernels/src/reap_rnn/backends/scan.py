@@ -102,19 +102,23 @@ class _LSTMScan(torch.autograd.Function):
 def _gru_loop(xw, h0, keep, w_hh, b_hh, resets):
     T, B, G = xw.shape
     H = G // 3
-    rz = xw.new_empty(T, B, 2 * H)
-    n_seq, hn_seq, h_seq = (xw.new_empty(T, B, H) for _ in range(3))
+    # one addmm per step gives the r/z pre-activations and W_hn h + b_hn: fold x's r/z parts
+    # and the biases into the addend once for the whole sequence
+    addend = torch.cat([xw[..., : 2 * H], xw.new_zeros(T, B, H)], -1)
+    if b_hh is not None:
+        addend = addend + b_hh
+    hw = xw.new_empty(T, B, G)
+    rz, n_seq, h_seq = xw.new_empty(T, B, 2 * H), xw.new_empty(T, B, H), xw.new_empty(T, B, H)
     w_t = w_hh.t()
     h = h0
     for t in range(T):
         if resets is None or resets[t]:
             h = h * keep[t].unsqueeze(1)
-        hw = torch.addmm(b_hh, h, w_t) if b_hh is not None else h @ w_t
-        torch.sigmoid(torch.add(xw[t, :, : 2 * H], hw[:, : 2 * H]), out=rz[t])
-        hn_seq[t] = hw[:, 2 * H :]
-        n = torch.tanh(torch.addcmul(xw[t, :, 2 * H :], rz[t, :, :H], hw[:, 2 * H :]), out=n_seq[t])
+        pre = torch.addmm(addend[t], h, w_t, out=hw[t])
+        torch.sigmoid(pre[:, : 2 * H], out=rz[t])
+        n = torch.tanh(torch.addcmul(xw[t, :, 2 * H :], rz[t, :, :H], pre[:, 2 * H :]), out=n_seq[t])
         h = torch.addcmul(n, rz[t, :, H:], h - n, out=h_seq[t])
-    return h_seq, rz, n_seq, hn_seq
+    return h_seq, rz, n_seq, hw[..., 2 * H :]
 
 
 class _GRUScan(torch.autograd.Function):
