@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import time
 
 import pytest
 import torch
@@ -121,8 +122,14 @@ def test_replay_buffer_gets_every_frame_exactly_once_from_two_actors():
     rb = RayReplayBuffer(storage=LazyTensorStorage(1000), batch_size=8)
     with rb, RayCollector([env_fn(batch=2), env_fn(batch=2)], ConstantPolicy(1.0).as_module(),
                           frames_per_batch=20, total_frames=200, replay_buffer=rb) as collector:
-        assert all(batch is None for batch in collector)
-        assert len(rb) == 200
+        it = iter(collector)
+        assert [next(it) for _ in range(3)] == [None] * 3
+        with collector.pause():  # requests in flight drained, writes flushed: nothing moves
+            paused = len(rb)
+            time.sleep(0.5)
+            assert len(rb) == paused and paused % 20 == 0 and paused >= 60
+        assert all(batch is None for batch in it)  # the drained batches count, once
+        assert collector.frames == 200 and len(rb) == 200
         everything = rb[:]
         keys = torch.stack([everything[WORKER], everything["collector", "traj_ids"],
                             everything["observation"][:, 0].long()], -1)
@@ -131,12 +138,27 @@ def test_replay_buffer_gets_every_frame_exactly_once_from_two_actors():
         assert len({tuple(row) for row in keys.tolist()}) == 200  # no frame twice
 
 
-def test_multicollector_backend_ray_async():
-    multi = MultiCollector([env_fn()], ConstantPolicy(2.0).as_module(), sync=False,
-                           backend="ray", frames_per_batch=4, total_frames=8)
+def test_multicollector_backend_ray_async_with_envs_per_collector():
+    multi = MultiCollector([env_fn()], ConstantPolicy(2.0).as_module(), sync=False, backend="ray",
+                           frames_per_batch=8, total_frames=16, num_workers_per_collector=2)
     with multi:
         assert isinstance(multi, RayCollector) and not multi._sync
-        assert [_weight(b) for b in multi] == [[2.0]] * 2
+        batches = list(multi)
+        assert [b.batch_size for b in batches] == [torch.Size([2, 4])] * 2  # 2 envs per actor
+        assert [_weight(b) for b in batches] == [[2.0]] * 2
+
+
+@pytest.mark.slow
+def test_collector_class_sync_runs_worker_processes_inside_each_actor():
+    with RayCollector(env_fn(), ConstantPolicy(1.0).as_module(), collector_class="sync", num_collectors=1,
+                      num_workers_per_collector=2, frames_per_batch=8, total_frames=16, sync=True) as collector:
+        batches = list(collector)
+        # [1 actor, 2 worker processes, 4 steps]; the inner workers' ids stay in the batch
+        assert [b.batch_size for b in batches] == [torch.Size([1, 2, 4])] * 2
+        assert batches[0][WORKER][0, :, 0].tolist() == [0, 1]
+        collector.update_policy_weights_({"module.weight": torch.tensor([4.0])})
+        collector.total_frames = 24
+        assert _weight(next(iter(collector))) == [4.0]
 
 
 def test_reap_collect_cli_backend_ray(capsys):

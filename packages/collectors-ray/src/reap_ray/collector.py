@@ -470,9 +470,13 @@ class RayCollector(BaseCollector):
         return RayCollectorError(f"RayCollector: collector actor {idx} {what}: {exc}", idx)
 
     def _next_result(self) -> tuple[int, object]:
-        """The first finished request: (actor index, result). Dead actors are restarted and redo it."""
+        """The next result: one drained by ``pause()``, else the first request to finish."""
         if self._ready:
             return self._ready.popleft()
+        return self._first_finished()
+
+    def _first_finished(self) -> tuple[int, object]:
+        """The first finished request: (actor index, result). Dead actors are restarted and redo it."""
         while True:
             if not self._inflight:
                 raise RuntimeError("RayCollector: no request in flight (internal error)")
@@ -521,14 +525,7 @@ class RayCollector(BaseCollector):
             self._call(idx, "set_seed", s, static)
 
     def _call(self, idx: int, method: str, *args):
-        ref = getattr(self._actors[idx], method).remote(*args)
-        try:
-            return ray.get(ref, timeout=self.actor_timeout)
-        except GetTimeoutError:
-            raise RayCollectorError(f"RayCollector: collector actor {idx} did not answer {method}() within "
-                                    f"{self.actor_timeout:g} s (actor_timeout)", idx) from None
-        except (RayTaskError, RayActorError) as exc:
-            raise self._task_error(idx, exc) from None
+        return self._get(idx, getattr(self._actors[idx], method).remote(*args), f"{method}()")
 
     # ---- iteration -------------------------------------------------------------------------------
     def _more(self, extra: int = 0) -> bool:
@@ -607,7 +604,7 @@ class RayCollector(BaseCollector):
             while self._inflight:
                 if deadline is not None:
                     self.actor_timeout = max(1e-3, min(saved, deadline - time.monotonic()))
-                self._ready.append(self._next_result())
+                self._ready.append(self._first_finished())
         finally:
             self.actor_timeout = saved
         if self.replay_buffer is not None:
@@ -625,11 +622,11 @@ class RayCollector(BaseCollector):
                 for i, a in enumerate(self._actors)]
         return [self._get(i, r) for i, r in enumerate(refs)]
 
-    def _get(self, idx, ref):
+    def _get(self, idx: int, ref, what: str = "the call"):
         try:
             return ray.get(ref, timeout=self.actor_timeout)
         except GetTimeoutError:
-            raise RayCollectorError(f"RayCollector: collector actor {idx} did not answer within "
+            raise RayCollectorError(f"RayCollector: collector actor {idx} did not answer {what} within "
                                     f"{self.actor_timeout:g} s (actor_timeout)", idx) from None
         except (RayTaskError, RayActorError) as exc:
             raise self._task_error(idx, exc) from None

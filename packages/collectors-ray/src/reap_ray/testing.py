@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from reap_mp.testing import CountingEnv
+from reap_testing import child_pids
 
 REAP_ACTOR_CLASSES = ("CollectorActor", "ReplayBufferActor")
 #: A Ray small enough for a 2-core CI machine, with room for a few one-CPU actors.
@@ -43,19 +44,12 @@ def wait_no_reap_actors(timeout: float = 10.0) -> set[str]:
 
 
 def descendant_pids(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    """Live descendants of ``pid`` (children, their children, ...)."""
     out, todo = set(), [pid]
     while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
+        children = child_pids(todo.pop())
+        out |= children
+        todo.extend(children)
     return out
 
 
