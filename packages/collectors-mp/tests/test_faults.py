@@ -240,3 +240,19 @@ def test_start_up_timeout_states_the_time_waited(monkeypatch):
                            frames_per_batch=4, mp_start_method=FAST, worker_timeout=1)
     waited = float(re.search(r"not ready (\d+\.\d) s", str(info.value)).group(1))
     assert 3.0 <= waited <= time.monotonic() - start + 0.1
+
+
+@pytest.mark.parametrize("where", ["init", "step"])
+def test_pipe_errors_raised_in_the_worker_are_reported_not_taken_for_a_closed_pipe(where):
+    # an EOFError from the env (or a library) used to end the worker silently: the parent saw
+    # "is still running and closed its pipe while starting", with no traceback
+    import functools
+
+    from reap_mp.testing import FaultyEnv
+
+    place = "the env constructor" if where == "init" else "env step 2"
+    with pytest.raises(WorkerError, match=rf"collector worker 0 raised EOFError: injected EOFError in {place}") as info:
+        collector = MultiSyncCollector([functools.partial(FaultyEnv, where=where, how="eof", at=2)],
+                                       constant_policy(), frames_per_batch=4, mp_start_method=FAST)
+        collector.next()
+    assert "FaultyEnv" in info.value.remote_traceback or "inject_fault" in info.value.remote_traceback

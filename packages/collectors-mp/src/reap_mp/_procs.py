@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.reduction
 import pickle
 import signal
 import time
@@ -26,6 +27,8 @@ except ImportError:  # pragma: no cover
     cloudpickle = None
 
 START_METHODS = ("spawn", "forkserver", "fork")
+#: Seconds to wait for a worker's exit code once its pipe closed (it is on its way out).
+EXIT_WAIT = 10.0
 
 
 class WorkerError(RuntimeError):
@@ -156,8 +159,8 @@ class WorkerHandle:
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as exc:
             raise self.dead_error(f"could not be sent {msg[0]!r}") from exc
 
-    def dead_error(self, what: str) -> WorkerError:
-        self.process.join(0.5)
+    def dead_error(self, what: str, *, exit_wait: float = 0.5) -> WorkerError:
+        self.process.join(exit_wait)
         code = self.process.exitcode
         return WorkerError(
             f"{self.label} {self.idx} {describe_exit(code)} and {what}",
@@ -200,9 +203,22 @@ class WorkerHandle:
 
     def _read(self):
         try:
-            message = self.conn.recv()
+            raw = self.conn.recv_bytes()
         except (EOFError, ConnectionResetError, OSError) as exc:
-            raise self.dead_error("closed its pipe") from exc
+            # the worker's end closed: it is exiting. On a loaded machine a dying interpreter
+            # can take seconds to go; wait for its exit code rather than call it "running"
+            raise self.dead_error("closed its pipe", exit_wait=EXIT_WAIT) from exc
+        try:
+            # a separate step: shared-memory tensors arrive as file descriptors fetched from
+            # the worker while unpickling; a failure there is not the worker closing its pipe
+            message = multiprocessing.reduction.ForkingPickler.loads(raw)
+        except Exception as exc:  # noqa: BLE001 - reported with the worker's index
+            alive = self.process.is_alive()
+            raise WorkerError(
+                f"{self.label} {self.idx} sent a message the parent could not unpickle "
+                f"({type(exc).__name__}: {exc}); the worker {describe_exit(None if alive else self.process.exitcode)}",
+                worker_idx=self.idx, exitcode=None if alive else self.process.exitcode,
+            ) from exc
         if isinstance(message, tuple) and message and message[0] == "error":
             raise self.error_from(message)
         return message
@@ -279,12 +295,14 @@ def worker_session(conn):
     closers: list = []
     try:
         yield closers
-    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
-        pass  # the parent went away or is shutting us down
+    except KeyboardInterrupt:
+        pass  # Ctrl-C reaches the whole process group: the parent handles its own
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+        # Pipe errors too: an EOFError or BrokenPipeError raised by the env, the policy or a
+        # library is a worker error like any other. Only if the send fails is the parent gone.
         try:
             conn.send(worker_error_message(exc))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the parent went away or is shutting us down
             pass
     finally:
         for close in reversed(closers):

@@ -117,9 +117,15 @@ FAULTS = ("raise", "kill", "hang")
 
 
 def inject_fault(how: str, where: str) -> None:
-    """``raise`` a RuntimeError naming ``where``, ``kill`` this process (SIGKILL), or ``hang`` (an hour)."""
+    """``raise`` a RuntimeError naming ``where``, ``kill`` this process (SIGKILL), or ``hang`` (an hour).
+
+    ``how="eof"`` raises an EOFError instead: what a library reading a truncated file or a
+    closed pipe raises, which a worker must report like any other error.
+    """
     if how == "raise":
         raise RuntimeError(f"injected fault in {where}")
+    if how == "eof":
+        raise EOFError(f"injected EOFError in {where}")
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "hang":
@@ -137,7 +143,7 @@ class FaultyEnv(CountingEnv):
     PLACES = ("init", "step", "seed", "state_dict")
 
     def __init__(self, batch: int | None = None, *, where: str, how: str, at: int = 1, episode_len: int = 5):
-        if where not in self.PLACES or how not in FAULTS:
+        if where not in self.PLACES or how not in (*FAULTS, "eof"):
             raise ValueError(f"FaultyEnv: where must be one of {self.PLACES} and how one of {FAULTS}")
         super().__init__(batch, episode_len=episode_len)
         self.where, self.how, self.at = where, how, at
