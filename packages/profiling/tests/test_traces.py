@@ -166,3 +166,13 @@ def test_config_or_keywords_not_both():
             c.set_plugin_options("profiling", {"num_rollouts": 2})
         with pytest.raises(RuntimeError, match=r"timings\(\): profiling is off; call collector.enable_profile"):
             c.timings()
+
+
+def test_a_remote_collector_that_does_not_forward_options_is_refused():
+    from reap.collectors.base import BaseCollector
+
+    class NoForwarding(BaseCollector):  # a backend written before plugin options existed
+        num_workers = 2
+
+    with pytest.raises(NotImplementedError, match="NoForwarding does not forward plugin options"):
+        NoForwarding().enable_profile()

@@ -56,6 +56,13 @@ def runs_rollouts(collector) -> bool:
     return isinstance(collector, Collector)
 
 
+def forwards_options(collector) -> bool:
+    """Whether a remote collector forwards plugin options to its workers (overrides the base)."""
+    from reap.collectors.base import BaseCollector
+
+    return type(collector)._forward_plugin_options is not BaseCollector._forward_plugin_options
+
+
 def enable_profile(collector, config: ProfileConfig | None = None, **kwargs) -> None:
     """Profile ``collector`` (see ``BaseCollector.enable_profile`` and :class:`ProfileConfig`).
 
@@ -86,6 +93,12 @@ def enable_profile(collector, config: ProfileConfig | None = None, **kwargs) -> 
         raise RuntimeError(
             f"{owner}: iteration has already started; call enable_profile before the first batch "
             "(profiling must reach the workers before they collect)"
+        )
+    if not runs_rollouts(collector) and not forwards_options(collector):
+        raise NotImplementedError(
+            f"{owner}: {type(collector).__name__} does not forward plugin options to its workers "
+            "yet (it needs _forward_plugin_options and worker_plugin_reports; see the "
+            "reap-profiling README), so its workers cannot be profiled"
         )
     workers = 1 if runs_rollouts(collector) else getattr(collector, "num_workers", None)
     outside = [w for w in config.workers if workers is not None and w >= workers]
