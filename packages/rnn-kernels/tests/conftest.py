@@ -1,8 +1,16 @@
-"""Test helpers of reap-rnn-kernels: make the reference importable as ``rnn_reference``."""
+"""Test helpers of reap-rnn-kernels: make the reference importable as ``rnn_reference``, and run
+the Triton kernels under Triton's interpreter where there is no GPU. The variable must be set
+before triton is first imported (other test modules import TorchRL, which imports triton)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 sys.path.insert(0, str(Path(__file__).parent))

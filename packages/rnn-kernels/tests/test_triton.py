@@ -1,21 +1,17 @@
-"""The Triton backend, on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``, set here
-before triton is imported) and on a GPU when one is present: equal to torch.nn run segment by
-segment, with hidden sizes above one tile so the tiling over the hidden size is exercised."""
+"""The Triton backend, on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``, set by
+conftest.py before triton is imported) and on a GPU when one is present: equal to torch.nn run
+segment by segment, with hidden sizes above one tile so the tiling over the hidden size is
+exercised."""
 
 from __future__ import annotations
 
-import os
+import pytest
+import torch
+from rnn_reference import make_batch
+from test_exactness import TOL, assert_close_lists, outputs_and_grads, run_module, run_reference
+from test_options import saved_for_backward
 
-if not __import__("torch").cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-from rnn_reference import make_batch  # noqa: E402
-from test_exactness import TOL, assert_close_lists, outputs_and_grads, run_module, run_reference  # noqa: E402
-from test_options import saved_for_backward  # noqa: E402
-
-from reap_rnn import GRUModule, LSTMModule  # noqa: E402
+from reap_rnn import GRUModule, LSTMModule
 
 pytest.importorskip("triton")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
