@@ -75,7 +75,7 @@ def build(args, torchrl: bool) -> dict:
 
         for sync, fpb in ((True, args.fpb), (False, half)):
             cases[f"torchrl RayCollector {'sync' if sync else 'async'}"] = TorchRLRay(
-                [torchrl_pendulum] * 2, policy, frames_per_batch=fpb, total_frames=-1, sync=sync,
+                [torchrl_pendulum] * 2, policy, frames_per_batch=fpb, total_frames=10**12, sync=sync,
                 remote_configs={"num_cpus": 1, "num_gpus": 0, "memory": 2 * 1024**3})
     out = {}
     for name, collector in cases.items():
@@ -156,7 +156,7 @@ def main() -> None:
             from torchrl.collectors.distributed import RayCollector as TorchRLRay
 
             peer_ms = push_latency(lambda: TorchRLRay(
-                [torchrl_pendulum] * 2, policy, frames_per_batch=16, total_frames=-1, sync=True,
+                [torchrl_pendulum] * 2, policy, frames_per_batch=16, total_frames=10**12, sync=True,
                 remote_configs={"num_cpus": 1, "num_gpus": 0, "memory": 2 * 1024**3}), policy, args.repeats)
             rows.append(["torchrl RayCollector", f"{peer_ms * 1e3:.2f}"])
         print(f"\nWeight push, MLP of {n_params / 1e6:.2f}M parameters to 2 actors, median of {args.repeats}:")

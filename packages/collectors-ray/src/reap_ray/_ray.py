@@ -5,7 +5,8 @@
 * Ray already initialised in this process: use it (reap did not start it).
 * ``ray_init_config`` given: ``ray.init(**ray_init_config)``, as TorchRL does.
 * ``RAY_ADDRESS`` set: join that cluster.
-* A Ray running on this machine (``ray start --head``): join it.
+* A Ray running on this machine (the last one started here, by ``ray start --head`` or
+  another program's ``ray.init()``, if its processes still run): join it.
 * Otherwise start a local Ray whose every socket is on 127.0.0.1, with no dashboard and quiet
   logs. Left alone, Ray names its node by the machine's external address; reap asks for the
   loopback address explicitly.
@@ -74,8 +75,22 @@ def _is_local_address(address) -> bool:
     return host in (LOOPBACK, "localhost")
 
 
+def _running_local_cluster() -> str | None:
+    """The address of the Ray last started on this machine, if its GCS process is still running."""
+    from ray._private import services
+
+    recorded = services.find_bootstrap_address(None)
+    if recorded and recorded in set(services.find_gcs_addresses()):
+        return recorded
+    return None
+
+
 def ensure_ray(ray_init_config: dict | None = None) -> bool:
-    """Connect this process to Ray (see the module docstring); True if this call started it."""
+    """Connect this process to Ray (see the module docstring); True if this call started it.
+
+    ``ray_init_config`` without an ``"address"`` (and no ``RAY_ADDRESS``) starts a new local
+    Ray with those options, on 127.0.0.1 and without a dashboard unless they say otherwise.
+    """
     global _started_by_reap
     if ray.is_initialized():
         return False
@@ -83,29 +98,24 @@ def ensure_ray(ray_init_config: dict | None = None) -> bool:
         if not isinstance(ray_init_config, dict):
             raise TypeError(f"ray_init_config must be a dict of ray.init() arguments, got {ray_init_config!r}")
         config = dict(ray_init_config)
-        address = config.get("address", os.environ.get("RAY_ADDRESS"))
-        local = _is_local_address(address)
-        if address is None or address == "local":  # starts a Ray: loopback, no dashboard
+        address = config.get("address", os.environ.get("RAY_ADDRESS") or None)
+        start = address is None or address == "local"
+        if start:  # a new Ray: loopback, no dashboard, quiet
+            config["address"] = "local"
             config.setdefault("_node_ip_address", LOOPBACK)
             for key, value in LOCAL_RAY_CONFIG.items():
                 config.setdefault(key, value)
-        with _on_this_machine() if local else contextlib.nullcontext():
+        with _on_this_machine() if _is_local_address(address) else contextlib.nullcontext():
             ray.init(**config)
-        started = address is None or address == "local"
-        _started_by_reap = _started_by_reap or started
-        return started
-    address = os.environ.get("RAY_ADDRESS")
+        _started_by_reap = _started_by_reap or start
+        return start
+    address = os.environ.get("RAY_ADDRESS") or _running_local_cluster()
     if address:
         with _on_this_machine() if _is_local_address(address) else contextlib.nullcontext():
             ray.init(address=address, logging_level=logging.ERROR)
         return False
     with _on_this_machine():
-        try:
-            ray.init(address="auto", logging_level=logging.ERROR)
-            return False
-        except ConnectionError:
-            pass
-        ray.init(_node_ip_address=LOOPBACK, **LOCAL_RAY_CONFIG)
+        ray.init(address="local", _node_ip_address=LOOPBACK, **LOCAL_RAY_CONFIG)
     _started_by_reap = True
     return True
 
