@@ -18,7 +18,14 @@ _state = threading.local()
 
 
 def recurrent_mode() -> bool | None:
-    """The mode set by the innermost ``set_recurrent_mode`` (None outside any)."""
+    """The mode set by the innermost ``set_recurrent_mode`` (None outside any).
+
+    Examples:
+        >>> from reap_rnn import recurrent_mode, set_recurrent_mode
+        >>> with set_recurrent_mode("sequential"):
+        ...     recurrent_mode()
+        False
+    """
     return getattr(_state, "mode", None)
 
 

@@ -70,7 +70,7 @@ class _TritonLayer(torch.autograd.Function):
         hbuf = x.new_empty(T + 1, B, H)
         hbuf[0] = h0
         acts = x.new_empty(0) if recompute else x.new_empty(T, B, 4 * H)
-        grid = (triton_cdiv(B, BLOCK_B),)
+        grid = (_cdiv(B, BLOCK_B),)
         w = w_hh.contiguous()
         if lstm:
             cbuf = x.new_empty(T + 1, B, H)
@@ -101,7 +101,7 @@ class _TritonLayer(torch.autograd.Function):
                 xw = F.linear(x, w_ih, None if b_ih is None else b_ih + b_hh).contiguous()
             else:
                 xw = F.linear(x, w_ih, b_ih).contiguous()
-        grid = (triton_cdiv(B, BLOCK_B),)
+        grid = (_cdiv(B, BLOCK_B),)
         dh = torch.zeros(B, H, dtype=x.dtype, device=x.device)
         dh_seq = dh_seq.contiguous()
         if lstm:
@@ -131,7 +131,7 @@ class _TritonLayer(torch.autograd.Function):
         return d_x, d_w_ih, d_b_ih, d_b_hh, d_w_hh, dh, dc, None, None, None, None
 
 
-def triton_cdiv(a: int, b: int) -> int:
+def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -161,17 +161,13 @@ class TritonKernel(LayeredKernel):
         )
 
     def run_layer(self, spec, inp, w, h0, c0, keep):
-        if x_dtype_unsupported(inp.dtype):
+        if inp.dtype not in (torch.float32, torch.float64):
             raise RuntimeError(f"recurrent_backend='triton' supports float32 and float64 inputs, got {inp.dtype}")
         config = _Config(spec, inp.dtype)
         out = _TritonLayer.apply(inp.contiguous(), w.w_ih, w.b_ih, w.b_hh, w.w_hh, h0.contiguous(),
                                  None if c0 is None else c0.contiguous(), keep, spec.kind == "lstm",
                                  spec.recompute == "full", config)
         return out if isinstance(out, tuple) else (out,)
-
-
-def x_dtype_unsupported(dtype) -> bool:
-    return dtype not in (torch.float32, torch.float64)
 
 
 def _interpreted() -> bool:
