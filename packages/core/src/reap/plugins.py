@@ -68,13 +68,13 @@ KNOWN_PROVIDERS = {
     "set_recurrent_mode": "reap-rnn-kernels",
     "recurrent_mode": "reap-rnn-kernels",
     "set_recurrent_matmul_precision": "reap-rnn-kernels",
-}
-
-
     "ProfileConfig": "reap-profiling",
     "CollectorTimings": "reap-profiling",
     "enable_profile": "reap-profiling",
     "collector_timings": "reap-profiling",
+}
+
+
 class PluginNotInstalledError(ImportError, KeyError):
     """Something was asked for that no installed plugin provides."""
 
