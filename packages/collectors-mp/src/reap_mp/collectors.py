@@ -586,7 +586,8 @@ class _MultiCollector(BaseCollector):
         for i in range(self.num_workers):
             s = seed if static_seed else worker_seed(seed, i)
             self._specs[i]["seed"] = (s, static_seed)
-            self._request(i, ("seed", s, static_seed))
+            # a worker restarted meanwhile was seeded from its spec (a seed of its own): not again
+            self._request(i, ("seed", s, static_seed), resend=False)
         return seed if static_seed else seed + 1
 
     def reset(self, reset_idx=None) -> None:
@@ -645,9 +646,13 @@ class MultiSyncCollector(_MultiCollector):
     ``update_policy_weights_`` between two batches reach every worker before its next rollout.
     Arguments follow TorchRL's ``MultiSyncCollector``; ``frames_per_batch`` is the total per
     batch (split evenly, rounded up) or a list with one entry per worker. reap adds
-    ``mp_start_method`` (``"spawn"``), ``worker_timeout`` (seconds without a reply before a worker
-    is declared stuck), ``on_worker_failure`` (``"raise"`` or ``"restart"``) and
-    ``max_restarts``. See the module docstring for the layouts of ``cat_results``.
+    ``mp_start_method`` (``"spawn"``), ``worker_timeout`` (seconds a worker that owes a batch may
+    go without delivering one, or without answering a request, before it is declared stuck; each
+    worker has its own deadline; start-up gets at least ``STARTUP_TIMEOUT`` = 60 s),
+    ``on_worker_failure`` (``"raise"``, or ``"restart"``: a new worker, which runs the latest
+    weights and redoes the lost rollouts) and ``max_restarts``. Pushed weights must match the
+    workers' policy: equal shapes, and a dtype cast only when exact. See the module docstring
+    for the layouts of ``cat_results``.
 
     Examples:
         >>> import torch  # doctest: +SKIP
