@@ -157,7 +157,19 @@ class WorkerHandle:
         try:
             self.conn.send(msg)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError) as exc:
-            raise self.dead_error(f"could not be sent {msg[0]!r}") from exc
+            # a worker that raised sent its traceback before it exited: report that
+            raise self._pending_error() or self.dead_error(f"could not be sent {msg[0]!r}") from exc
+
+    def _pending_error(self) -> WorkerError | None:
+        """The worker's error report if one is waiting in the pipe (batches before it are dropped)."""
+        try:
+            while self.conn.poll(0):
+                message = self.conn.recv()
+                if isinstance(message, tuple) and message and message[0] == "error":
+                    return self.error_from(message)
+        except Exception:  # noqa: BLE001 - nothing readable left: no report
+            pass
+        return None
 
     def dead_error(self, what: str, *, exit_wait: float = 0.5) -> WorkerError:
         self.process.join(exit_wait)
