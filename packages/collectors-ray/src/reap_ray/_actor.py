@@ -9,6 +9,7 @@ only the frame count goes back.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections import deque
 
@@ -71,6 +72,17 @@ class CollectorActor:
         while self.writes:
             ray.get(self.writes.popleft(), timeout=self.write_timeout)
         return n
+
+    def close(self) -> None:
+        """Shut the collector down before the actor is killed. ``ray.kill`` ends the actor's
+        process tree at once, multiprocessing's resource tracker included, so named semaphores
+        of a multi-process collector inside it would outlive it: they are released here, while
+        their finalizers can still run."""
+        collector, self.collector = self.collector, None
+        if collector is not None:
+            collector.shutdown()
+            del collector
+            gc.collect()
 
     def set_seed(self, seed: int, static_seed: bool):
         torch.manual_seed(seed)

@@ -660,6 +660,10 @@ class RayCollector(BaseCollector):
         finally:
             self._inflight.clear()
             self._ready.clear()
+            live = [a for a in self._actors if a is not None]
+            with contextlib.suppress(Exception):  # a dead or hung actor is killed all the same
+                ray.wait([a.close.remote() for a in live], num_returns=len(live),
+                         timeout=10.0 if timeout is None else timeout)
             kill_actors(self._actors, 10.0 if timeout is None else timeout)
             if shutdown_ray and self.started_ray:
                 shutdown_ray_if_ours()
