@@ -36,7 +36,7 @@ from reap.plugins import hook
 from reap.weight_update import as_weights, match_weights, weights_from_update_args
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
 from reap_mp._worker import ReplicatedEnv, collector_worker
-from reap_mp.bookkeeping import LatestWeights, WorkerDeadlines
+from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines
 from reap_mp.weight_sync import (
     PipeWeightSyncScheme,
     SharedMemWeightSyncScheme,

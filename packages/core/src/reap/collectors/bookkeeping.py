@@ -1,12 +1,11 @@
-"""What the driver keeps per worker, whatever carries the messages (no processes in here).
+"""What a driver keeps per remote worker, whatever carries the messages (processes, Ray actors,
+torch.distributed ranks): every multi-worker backend uses these, adding only its transport.
 
 * :class:`WorkerDeadlines`: how much work each worker owes and when it must next deliver.
   A worker that owes a batch must deliver one within ``timeout`` seconds of its last batch
   (or of the request that gave an idle worker work), however busy the other workers are.
 * :class:`LatestWeights`: a copy of the weights pushed last and their version, laid out as
   the policy's own (same keys, shapes and dtypes), for workers that restart.
-
-Both are meant to move to reap-core once a second backend (Ray) needs them.
 
 Examples:
     >>> deadlines = WorkerDeadlines(2, timeout=5.0, clock=lambda: 100.0)
