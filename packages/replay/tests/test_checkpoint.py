@@ -20,7 +20,6 @@ from reap_replay import (
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
 )
-from reap_replay import checkpoint as ckpt
 
 
 def data(n, start=0):
@@ -103,21 +102,13 @@ def test_memmap_scratch_dir_checkpoint_does_not_copy(tmp_path):
 
 
 @pytest.mark.parametrize("step", ["tensor", "data_renamed", "meta_written"])
-def test_crash_during_dumps_keeps_the_old_checkpoint(tmp_path, monkeypatch, step):
+def test_crash_during_dumps_keeps_the_old_checkpoint(tmp_path, dumps_crashing_at, step):
     path = tmp_path / "ckpt"
     rb = prioritized(LazyTensorStorage(32))
     rb.extend(data(5))
     rb.dumps(path)
     rb.extend(data(7, start=5))
-
-    def crash(name):
-        if name == step:
-            raise KeyboardInterrupt(f"simulated crash at {name}")
-
-    monkeypatch.setattr(ckpt, "_hook", crash)
-    with pytest.raises(KeyboardInterrupt):
-        rb.dumps(path)
-    monkeypatch.undo()
+    dumps_crashing_at(rb, path, step)
     other = prioritized(LazyTensorStorage(32))
     other.loads(path)
     assert len(other) == 5  # the old checkpoint, whole
@@ -128,20 +119,13 @@ def test_crash_during_dumps_keeps_the_old_checkpoint(tmp_path, monkeypatch, step
     assert len([p for p in path.iterdir() if p.name != "meta.json"]) == 1
 
 
-def test_crash_after_meta_replaced_gives_the_new_checkpoint(tmp_path, monkeypatch):
+def test_crash_after_meta_replaced_gives_the_new_checkpoint(tmp_path, dumps_crashing_at):
     path = tmp_path / "ckpt"
     rb = prioritized(LazyTensorStorage(32))
     rb.extend(data(5))
     rb.dumps(path)
     rb.extend(data(3, start=5))
-
-    def crash(name):
-        if name == "meta_replaced":
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ckpt, "_hook", crash)
-    with pytest.raises(KeyboardInterrupt):
-        rb.dumps(path)
+    dumps_crashing_at(rb, path, "meta_replaced")
     other = prioritized(LazyTensorStorage(32))
     other.loads(path)
     assert len(other) == 8

@@ -27,7 +27,6 @@ from reap_replay import (
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
 )
-from reap_replay import checkpoint as ckpt
 
 CAPACITY = 32
 
@@ -378,22 +377,14 @@ def test_consistent_but_wrong_tensor_values_are_refused(tmp_path, kind):
 
 # ------------------------------------------------------------------ crashes between writes
 @pytest.mark.parametrize("step", ["tensor", "data_renamed", "meta_written", "meta_replaced"])
-def test_crash_inside_an_inplace_dumps(tmp_path, monkeypatch, step):
+def test_crash_inside_an_inplace_dumps(tmp_path, dumps_crashing_at, step):
     """In place, the rows written after the first dumps are already in the checkpoint's files:
     the old checkpoint is refused (its rows are gone), unless the new one was completed."""
     path = tmp_path / "ckpt"
     rb = written(path, "inplace")
     rb.extend(data(5, start=500))
     expected = state(rb)
-
-    def crash(name):
-        if name == step:
-            raise KeyboardInterrupt(f"simulated crash at {name}")
-
-    monkeypatch.setattr(ckpt, "_hook", crash)
-    with pytest.raises(KeyboardInterrupt):
-        rb.dumps(path)
-    monkeypatch.undo()
+    dumps_crashing_at(rb, path, step)
     del rb
     gc.collect()
     other = buffer(LazyMemmapStorage.open(path))
