@@ -23,7 +23,21 @@ EXPORTS = {
     "MultiProcessedWeightUpdater": "reap_mp.weight_sync:MultiProcessedWeightUpdater",
     "SharedMemWeightSyncScheme": "reap_mp.weight_sync:SharedMemWeightSyncScheme",
     "PipeWeightSyncScheme": "reap_mp.weight_sync:PipeWeightSyncScheme",
+    "WeightSyncScheme": "reap_mp.weight_sync:WeightSyncScheme",
     "WorkerError": "reap_mp._procs:WorkerError",
+    "worker_seed": "reap_mp.collectors:worker_seed",
+}
+#: TorchRL's module paths of each name (``WorkerError`` and ``worker_seed`` are reap's own).
+MODULES = {
+    "MultiSyncCollector": ("reap.collectors",),
+    "MultiAsyncCollector": ("reap.collectors",),
+    "MultiSyncDataCollector": ("reap.collectors",),
+    "MultiaSyncDataCollector": ("reap.collectors",),
+    "MultiProcessedWeightUpdater": ("reap.collectors",),
+    "ParallelEnv": ("reap.envs",),
+    "SharedMemWeightSyncScheme": ("reap.weight_update",),
+    "PipeWeightSyncScheme": ("reap.weight_update",),
+    "WeightSyncScheme": ("reap.weight_update",),
 }
 
 
@@ -55,4 +69,4 @@ def reap_register_weight_sync_schemes(register):
 @hookimpl
 def reap_register_exports(register):
     for name, target in EXPORTS.items():
-        register(name, target)
+        register(name, target, modules=MODULES.get(name, ()))

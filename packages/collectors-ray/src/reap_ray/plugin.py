@@ -17,9 +17,17 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 EXPORTS = {
     "RayCollector": "reap_ray.collector:RayCollector",
     "RayCollectorError": "reap_ray.collector:RayCollectorError",
+    "RayStartError": "reap_ray._ray:RayStartError",
     "RayReplayBuffer": "reap_ray.replay_buffer:RayReplayBuffer",
     "RayWeightUpdater": "reap_ray.weight_sync:RayWeightUpdater",
     "RayWeightSyncScheme": "reap_ray.weight_sync:RayWeightSyncScheme",
+}
+#: TorchRL's module paths of each name (the error classes are reap's own).
+MODULES = {
+    "RayCollector": ("reap.collectors.distributed",),
+    "RayReplayBuffer": ("reap.data", "reap.data.replay_buffers"),
+    "RayWeightUpdater": ("reap.collectors",),
+    "RayWeightSyncScheme": ("reap.weight_update",),
 }
 
 
@@ -55,4 +63,4 @@ def reap_register_weight_sync_schemes(register):
 @hookimpl
 def reap_register_exports(register):
     for name, target in EXPORTS.items():
-        register(name, target)
+        register(name, target, modules=MODULES.get(name, ()))

@@ -8,6 +8,7 @@ ImportError naming the package to install.
 from tensordict.nn import InteractionType as ExplorationType
 from tensordict.nn import set_interaction_type as set_exploration_type
 
+from reap import mirror as _mirror
 from reap.collectors import (
     BaseCollector,
     Collector,
@@ -35,6 +36,8 @@ from reap.plugins import PluginNotInstalledError, hookimpl
 from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase
 
 __version__ = "0.1.0"
+
+_mirror.install()  # TorchRL's module paths: ``from reap.data import SliceSampler`` (reap.mirror)
 
 __all__ = [
     "BaseCollector",

@@ -1,7 +1,30 @@
-"""reap-core's own plugin: registers the in-process ``local`` backend like any other plugin."""
+"""reap-core's own plugin: registers the in-process ``local`` backend like any other plugin,
+and core's public names under TorchRL's module paths (``from reap.envs.utils import ...``)."""
 
 from reap.plugins import hookimpl
 from reap.registry import CollectorBackend
+
+#: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
+MODULES = {
+    "reap.collectors": (
+        "BaseCollector", "Collector", "DataCollectorBase", "MultiCollector", "SyncDataCollector",
+        "VanillaWeightUpdater", "WeightUpdaterBase",
+    ),
+    "reap.collectors.utils": ("split_trajectories",),
+    "reap.envs": (
+        "ClipTransform", "Compose", "DoubleToFloat", "EnvBase", "ExplorationType", "GymEnv",
+        "InitTracker", "ObservationNorm", "RewardSum", "SerialEnv", "StepCounter",
+        "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", "set_exploration_type",
+    ),
+    "reap.envs.transforms": (
+        "ClipTransform", "Compose", "DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum",
+        "StepCounter", "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm",
+    ),
+    "reap.envs.utils": ("ExplorationType", "set_exploration_type"),
+    "reap.envs.libs.gym": ("GymEnv",),
+    "reap.weight_update": ("VanillaWeightUpdater", "WeightUpdaterBase"),
+    "reap._utils": ("compile_with_warmup",),
+}
 
 
 def _local_factory(**kwargs):
@@ -14,3 +37,11 @@ def _local_factory(**kwargs):
 @hookimpl
 def reap_register_collector_backends(register):
     register(CollectorBackend("local", _local_factory, "single-process Collector (this process)"))
+
+
+@hookimpl
+def reap_register_exports(register):
+    """Core's names under the TorchRL paths of :data:`MODULES` (``reap`` itself imports them)."""
+    names = sorted({name for names in MODULES.values() for name in names})
+    for name in names:
+        register(name, f"reap:{name}", modules=tuple(m for m, ns in MODULES.items() if name in ns))

@@ -37,7 +37,13 @@ def reap_register_recurrent_backends(register):
 
 @hookspec
 def reap_register_exports(register):
-    """Make public names importable from ``reap``: call ``register(name, "module:attribute")``."""
+    """Make public names importable: call ``register(name, "module:attribute", modules=(...))``.
+
+    The name is importable from ``reap`` and from each of ``modules``: TorchRL's module paths
+    with ``torchrl`` replaced by ``reap`` (``"reap.data.replay_buffers"``), see ``reap.mirror``.
+    After changing what a package registers, regenerate the install-hint table with
+    ``uv run python tools/update_export_hints.py``.
+    """
 
 
 @hookspec

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 import pluggy
 
 from reap import hookspecs
+from reap.export_hints import EXPORT_HINTS
 from reap.registry import CollectorBackend, RecurrentBackend, WeightSyncSchemeEntry
 
 hookimpl = pluggy.HookimplMarker("reap")
 
 ENTRY_POINT_GROUP = "reap"
 
-#: Which distribution provides each well-known backend or public name, for install hints.
+#: Which distribution provides each well-known backend, scheme or public name, for install hints.
+#: Public names come from the generated :data:`reap.export_hints.EXPORT_HINTS`.
 KNOWN_PROVIDERS = {
     "mp": "reap-collectors-mp",
     "ray": "reap-collectors-ray",
@@ -39,39 +41,7 @@ KNOWN_PROVIDERS = {
     "pad": "reap-rnn-kernels",
     "scan": "reap-rnn-kernels",
     "triton": "reap-rnn-kernels",
-    "MultiSyncCollector": "reap-collectors-mp",
-    "MultiAsyncCollector": "reap-collectors-mp",
-    "MultiCollector": "reap-collectors-mp",
-    "MultiSyncDataCollector": "reap-collectors-mp",
-    "MultiaSyncDataCollector": "reap-collectors-mp",
-    "ParallelEnv": "reap-collectors-mp",
-    "VanillaWeightUpdater": "reap-collectors-mp",
-    "MultiProcessedWeightUpdater": "reap-collectors-mp",
-    "RayCollector": "reap-collectors-ray",
-    "RayReplayBuffer": "reap-collectors-ray",
-    "RayWeightUpdater": "reap-collectors-ray",
-    "RayWeightSyncScheme": "reap-collectors-ray",
-    "RPCCollector": "reap-collectors-rpc",
-    "DistributedCollector": "reap-collectors-rpc",
-    "ReplayBuffer": "reap-replay",
-    "TensorDictReplayBuffer": "reap-replay",
-    "PrioritizedReplayBuffer": "reap-replay",
-    "TensorDictPrioritizedReplayBuffer": "reap-replay",
-    "LazyTensorStorage": "reap-replay",
-    "LazyMemmapStorage": "reap-replay",
-    "GAE": "reap-value",
-    "TDLambdaEstimator": "reap-value",
-    "LSTMModule": "reap-rnn-kernels",
-    "GRUModule": "reap-rnn-kernels",
-    "LSTM": "reap-rnn-kernels",
-    "GRU": "reap-rnn-kernels",
-    "set_recurrent_mode": "reap-rnn-kernels",
-    "recurrent_mode": "reap-rnn-kernels",
-    "set_recurrent_matmul_precision": "reap-rnn-kernels",
-    "ProfileConfig": "reap-profiling",
-    "CollectorTimings": "reap-profiling",
-    "enable_profile": "reap-profiling",
-    "collector_timings": "reap-profiling",
+    **{name: dist for name, (dist, _) in EXPORT_HINTS.items()},
 }
 
 
@@ -100,6 +70,8 @@ class Registries:
         self.weight_sync_schemes: dict[str, WeightSyncSchemeEntry] = {}
         self.recurrent_backends: dict[str, RecurrentBackend] = {}
         self.exports: dict[str, str] = {}
+        #: ``{module: {name: target}}``: the TorchRL-mirrored modules each name is exported from.
+        self.export_modules: dict[str, dict[str, str]] = {}
         by_module = {info.name: info for info in infos}
         for plugin in pm.get_plugins():
             info = by_module.get(pm.get_name(plugin))
@@ -114,7 +86,15 @@ class Registries:
 
             return register
 
-        def export(name, target):
+        def export(name, target, *, modules=()):
+            if isinstance(modules, str):
+                raise TypeError(f"register({name!r}, ...): modules must be a tuple of module names, "
+                                f"got the string {modules!r}; pass modules=({modules!r},)")
+            for module in modules:
+                if not module.startswith("reap."):
+                    raise ValueError(f"register({name!r}, ...): module {module!r} is not under "
+                                     "'reap.'; name TorchRL's path with 'torchrl' replaced by 'reap'")
+                self.export_modules.setdefault(module, {})[name] = target
             self.exports[name] = target
             if info is not None:
                 info.provides.append(f"name {name}")
@@ -228,9 +208,8 @@ def resolve_export(name: str):
         dist = KNOWN_PROVIDERS.get(name)
         if dist is None:
             raise AttributeError(f"module 'reap' has no attribute {name!r}")
-        raise PluginNotInstalledError(
-            f"{name} is provided by {dist}, which is not installed; "
-            f"install it with `uv pip install {dist}`."
-        )
+        from reap.mirror import not_loaded_error
+
+        raise not_loaded_error(name, dist)
     module_name, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module_name), attribute)

@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from reap.mirror import module_getattr
+
 
 def as_weights(obj) -> TensorDictBase:
     """A TensorDict of tensors from a module, a TensorDict or a (state) dict."""
@@ -216,3 +218,7 @@ class VanillaWeightUpdater(WeightUpdaterBase):
         if self.policy_weights is None:
             raise RuntimeError("VanillaWeightUpdater: no policy to update (pass policy_weights=)")
         copy_weights(self.policy_weights, as_weights(weights))
+
+
+#: Names of other packages under TorchRL's path (``from reap.weight_update import SharedMemWeightSyncScheme``).
+__getattr__ = module_getattr(__name__)

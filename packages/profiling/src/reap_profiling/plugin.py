@@ -73,8 +73,9 @@ def _stop(collector, state) -> None:
 
 @hookimpl
 def reap_register_exports(register):
-    for name in EXPORTS:
-        register(name, f"reap_profiling:{name}")
+    for name in EXPORTS:  # TorchRL has ProfileConfig in torchrl.collectors; the rest are reap's own
+        modules = ("reap.collectors",) if name == "ProfileConfig" else ()
+        register(name, f"reap_profiling:{name}", modules=modules)
 
 
 @hookimpl

@@ -29,8 +29,10 @@ def reap_register_recurrent_backends(register):
 
 @hookimpl
 def reap_register_exports(register):
-    """Export every public name of :mod:`reap_rnn` from :mod:`reap`."""
+    """Export every public name of :mod:`reap_rnn` from :mod:`reap` and TorchRL's paths
+    (``torchrl.modules``, ``torchrl.modules.tensordict_module`` and its ``rnn``)."""
     import reap_rnn
 
+    modules = ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")
     for name in reap_rnn.__all__:
-        register(name, f"reap_rnn:{name}")
+        register(name, f"reap_rnn:{name}", modules=modules)

@@ -4,6 +4,7 @@ from reap.collectors.base import BaseCollector
 from reap.collectors.collector import Collector, SyncDataCollector
 from reap.collectors.multi import MultiCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
+from reap.mirror import module_getattr
 
 DataCollectorBase = BaseCollector
 
@@ -16,3 +17,6 @@ __all__ = [
     "TrajIdCounter",
     "split_trajectories",
 ]
+
+#: Names of other packages under TorchRL's path (``from reap.collectors import MultiSyncCollector``).
+__getattr__ = module_getattr(__name__)
