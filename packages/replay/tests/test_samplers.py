@@ -12,6 +12,7 @@ from reap_replay import (
     RandomSampler,
     SamplerWithoutReplacement,
     SliceSampler,
+    TensorDictReplayBuffer,
     _warn,
 )
 
@@ -221,6 +222,18 @@ def test_slices_stay_inside_one_trajectory(kwargs):
         trunc = info[("next", "truncated")].view(4, 3)
         assert trunc[:, 2].all() and not trunc[:, :2].any()
         assert info[("next", "done")].shape == (12, 1)
+
+
+def test_slice_index_is_one_tensor_per_storage_dim():
+    data = TensorDict({"obs": torch.arange(14), "traj": torch.tensor([0] * 5 + [1] * 3 + [2] * 6)}, [14])
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(20), sampler=SliceSampler(slice_len=4, traj_key="traj"),
+                                batch_size=8)
+    rb.extend(data)
+    sample, info = rb.sample(return_info=True)
+    (index,) = info["index"]
+    assert index.shape == (8,) and torch.equal(index, sample["obs"])
+    assert sample["index"].shape == (8, 1) and torch.equal(sample["index"][:, 0], index)
+    assert torch.equal(rb[info["index"][0]]["obs"], sample["obs"])
 
 
 def test_num_slices_and_non_strict_lengths():

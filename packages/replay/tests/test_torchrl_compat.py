@@ -147,6 +147,26 @@ def test_slice_sampler_info_keys():
         assert mine[key].sum() == theirs[key].sum() == 2 or key[1] == "terminated"
 
 
+def test_slice_sampler_index_layout_matches():
+    def fn(lib):
+        td = TensorDict({"obs": torch.arange(14), "traj": torch.tensor([0] * 5 + [1] * 3 + [2] * 6)}, [14])
+        out = []
+        for cls in (lib.ReplayBuffer, lib.TensorDictReplayBuffer):
+            rb = cls(storage=lib.LazyTensorStorage(20), sampler=lib.SliceSampler(num_slices=2, traj_key="traj"),
+                     batch_size=8)
+            rb.extend(td)
+            sample, info = rb.sample(return_info=True)
+            index = info["index"]
+            out.append((type(index).__name__, [(tuple(i.shape), i.dtype) for i in index]))
+            if cls is lib.TensorDictReplayBuffer:  # its index column matches the rows sampled
+                out.append((tuple(sample["index"].shape), torch.equal(sample["index"][:, 0], sample["obs"])))
+        return out
+
+    mine, theirs = run_both(fn)
+    info_index = ("tuple", [((8,), torch.int64)])
+    assert mine == theirs == [info_index, info_index, ((8, 1), True)]
+
+
 def test_max_value_writer_matches():
     def fn(lib):
         rb = lib.TensorDictReplayBuffer(

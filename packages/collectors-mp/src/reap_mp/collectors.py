@@ -30,13 +30,14 @@ from tensordict import TensorDictBase
 from tensordict.nn import InteractionType
 
 from reap.collectors.base import BaseCollector, options_for_worker
+from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines
+from reap.collectors.multi import MultiCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
 from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import as_weights, match_weights, weights_from_update_args
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
 from reap_mp._worker import ReplicatedEnv, collector_worker
-from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines
 from reap_mp.weight_sync import (
     PipeWeightSyncScheme,
     SharedMemWeightSyncScheme,
@@ -479,11 +480,6 @@ class _MultiCollector(BaseCollector):
     def _more(self) -> bool:
         return self.total_frames == -1 or self._frames < self.total_frames
 
-    def __len__(self) -> int:
-        if self.total_frames == -1:
-            raise TypeError(f"{type(self).__name__} with total_frames=-1 has no length")
-        return math.ceil(self.total_frames / self.frames_per_batch)
-
     # ---- weights ---------------------------------------------------------------------------
     def update_policy_weights_(self, policy_or_weights=None, *, worker_ids=None, model_id=None,
                                weights_dict=None, **kwargs) -> None:
@@ -772,6 +768,7 @@ class MultiAsyncCollector(_MultiCollector):
 
 
 MultiSyncDataCollector = MultiSyncCollector
+MultiCollector.register(_MultiCollector)  # isinstance(MultiSyncCollector(...), MultiCollector), as TorchRL
 MultiaSyncDataCollector = MultiAsyncCollector
 
 __all__ = [

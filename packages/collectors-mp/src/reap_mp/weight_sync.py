@@ -295,6 +295,10 @@ class _VanillaAdapter(MultiProcessedWeightUpdater):
         super().__init__(get_server_weights=vanilla.weight_getter)
         self.vanilla = vanilla
 
+    def register_collector(self, collector) -> None:
+        super().register_collector(collector)
+        self.vanilla.register_collector(collector)  # the user's vanilla.push_weights() comes here
+
     def push_weights(self, weights=None, worker_ids=None) -> None:
         if weights is None and self.weights_getter is None and self.vanilla.policy_weights is not None:
             weights = self.vanilla.policy_weights

@@ -194,6 +194,12 @@ class WeightUpdaterBase:
 class VanillaWeightUpdater(WeightUpdaterBase):
     """Copy weights into an in-process policy.
 
+    Passed as ``weight_updater=`` to a collector, ``push_weights(weights)`` updates what that
+    collector runs: the in-process policy, or every worker of a multi-process collector (whose
+    own updater it then drives). ``push_weights()`` with no weights reads them from
+    ``weight_getter``, else from the collector's own ``policy`` when the collector runs a copy of
+    it; with nowhere to read them from it raises, rather than leaving the old weights in place.
+
     Args:
         weight_getter: called when ``push_weights()`` gets no weights (returns the new weights).
         policy_weights: the policy (module) or its TensorDict of parameters to write into.
@@ -209,12 +215,26 @@ class VanillaWeightUpdater(WeightUpdaterBase):
             self.policy_weights = as_weights(collector.policy)
 
     def push_weights(self, weights=None, worker_ids=None) -> None:
-        if worker_ids not in (None, 0, [0]):
-            raise ValueError(f"worker_ids={worker_ids!r}: an in-process collector has only worker 0")
         if weights is None and self.weight_getter is not None:
             weights = self.weight_getter()
-        if weights is None:
+        collector = self.collector
+        driver = getattr(collector, "weight_updater", self)
+        if driver is not self:  # a remote collector wraps this updater in its own: push through it
+            driver.push_weights(weights, worker_ids=worker_ids)
             return
+        if worker_ids not in (None, 0, [0]):
+            raise ValueError(f"worker_ids={worker_ids!r}: an in-process collector has only worker 0")
+        if weights is None:
+            source = getattr(collector, "_source_policy", None)
+            if source is not None and source is getattr(collector, "policy", None):
+                return  # the collector runs the trainer's module itself: it has the weights already
+            if source is None:
+                raise ValueError(
+                    "VanillaWeightUpdater.push_weights: no weights given, no weight_getter and no "
+                    "policy to read them from; pass the weights (push_weights(policy_or_weights)) "
+                    "or build the updater with weight_getter="
+                )
+            weights = source
         if self.policy_weights is None:
             raise RuntimeError("VanillaWeightUpdater: no policy to update (pass policy_weights=)")
         copy_weights(self.policy_weights, as_weights(weights))

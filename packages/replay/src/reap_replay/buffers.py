@@ -311,7 +311,7 @@ class ReplayBuffer:
         with self._lock:
             index, info = self._sampler.sample(self._storage, batch_size)
             data = self._storage.get(index)
-        info["index"] = index
+        info["index"] = self._sampler._info_index(index)
         data = self._collate_fn(data)
         for t in self._transforms:
             data = t(data)
@@ -718,6 +718,8 @@ class TensorDictReplayBuffer(ReplayBuffer):
             )
         ndim = data.batch_dims
         for key, value in info.items():
+            if isinstance(value, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
+                value = torch.stack(value, -1)  # an index per storage dim (SliceSampler), as TorchRL
             if isinstance(value, torch.Tensor):
                 if value.ndim < ndim:
                     value = value.reshape(*value.shape, *([1] * (ndim - value.ndim))).expand(

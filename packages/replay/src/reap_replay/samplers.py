@@ -68,6 +68,10 @@ class Sampler:
     def mark_update(self, index, *, storage=None) -> None:
         pass
 
+    def _info_index(self, index):
+        """What the buffer reports as ``info["index"]`` for the rows ``index`` it read."""
+        return index
+
     @property
     def default_priority(self) -> float:
         return 1.0
@@ -689,6 +693,11 @@ class SliceSampler(Sampler):
         if device.type != "cpu":
             index = index.to(device)
         return index, info
+
+    def _info_index(self, index):
+        """TorchRL's layout: one index tensor per storage dimension, ``(index,)``; a
+        ``TensorDictReplayBuffer`` stacks it into ``"index"`` of shape ``[batch, 1]``."""
+        return (index,)
 
     def _flags(self, storage, index, last_step) -> dict:
         done_buf = storage.get_leaf(("next", "done"))

@@ -15,6 +15,10 @@ from tensordict import TensorDictBase
 from reap.plugins import get_registries, hook, resolve_export
 
 
+class NoLengthError(RuntimeError, TypeError):
+    """``len(collector)`` of a collector with no ``total_frames``."""
+
+
 class BaseCollector:
     """Common protocol of the single-process, multi-process and remote collectors.
 
@@ -30,6 +34,24 @@ class BaseCollector:
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         return self.iterator()
+
+    def __len__(self) -> int:
+        """The number of batches, ``ceil(total_frames / frames_per_batch)``, as TorchRL's.
+
+        A collector with ``total_frames=-1`` never stops and has no length: ``len()`` raises
+        :class:`NoLengthError`, a ``RuntimeError`` as in TorchRL (and a ``TypeError``, so
+        ``list()`` and progress bars treat it as an iterable of unknown length).
+        """
+        total = getattr(self, "total_frames", -1)
+        if total is None or total <= 0:
+            raise NoLengthError(
+                f"{type(self).__name__} with total_frames={total} never stops and has no length; "
+                "pass total_frames to get one"
+            )
+        return -(total // -self.frames_per_batch)
+
+    def __bool__(self) -> bool:  # not len(): an endless collector is still a collector
+        return True
 
     def iterator(self) -> Iterator[TensorDictBase | None]:
         raise NotImplementedError

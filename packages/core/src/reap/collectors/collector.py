@@ -165,7 +165,8 @@ class Collector(BaseCollector):
         _check_cpu("env_device", env_device or (device if device and torch.device(device).type == "cpu" else None))
 
         self.env = make_env(create_env_fn, create_env_kwargs)
-        self._owns_env = not isinstance(create_env_fn, EnvBase)
+        if max_frames_per_traj is not None:
+            self.env = _with_step_counter(self.env, max_frames_per_traj)
         self.n_envs = self.env.numel
         self.worker_idx = -1 if worker_idx is None else worker_idx
         requested = frames_per_batch
@@ -196,6 +197,7 @@ class Collector(BaseCollector):
                 )
             self.init_random_frames = rounded
         self.max_frames_per_traj = max_frames_per_traj
+        self.requested_frames_per_batch = requested
         self.reset_at_each_iter = reset_at_each_iter
         self.postproc = postproc
         self.split_trajs = bool(split_trajs)
@@ -263,7 +265,6 @@ class Collector(BaseCollector):
         self._done_flat = nxt["done"].reshape(steps, -1)
         self._traj = np.zeros((steps, *batch), dtype=np.int64)
         self._cur_traj = np.zeros(batch, dtype=np.int64)
-        self._traj_len = np.zeros(batch, dtype=np.int64)
         self._new_trajectories(None)
         nb = len(batch)
         self._out_sources = [
@@ -280,10 +281,8 @@ class Collector(BaseCollector):
         ids = np.arange(first, first + count)
         if mask is None:
             self._cur_traj[...] = ids.reshape(self._cur_traj.shape)
-            self._traj_len[...] = 0
         else:
             self._cur_traj[mask] = ids
-            self._traj_len[mask] = 0
 
     # ---- the hot loop ----------------------------------------------------------------------
     def _rollout(self) -> None:
@@ -299,25 +298,14 @@ class Collector(BaseCollector):
         act = self._runner.random_action if self._frames < self.init_random_frames else self._runner
         carry, done_flat, traj, cur = self._carry, self._done_flat, self._traj, self._cur_traj
         single = self.n_envs == 1
-        max_len = self.max_frames_per_traj
         for t in range(steps):
             act(t)
             step_into(action[t], t, root, nxt)
             traj[t] = cur
-            if max_len is not None:
-                self._truncate_long(t, max_len)
             for dest, src in carry:
                 dest[t + 1] = src[t]
             if done_flat[t, 0] if single else done_flat[t].any():
                 self._reset_done(t)
-
-    def _truncate_long(self, t: int, max_len: int) -> None:
-        self._traj_len += 1
-        hit = self._traj_len >= max_len
-        if hit.any():
-            flags = self._next
-            flags["truncated"][t][hit] = True
-            flags["done"][t][hit] = True
 
     def _reset_done(self, t: int) -> None:
         mask = self._done_flat[t].reshape(self.env.batch_size)
@@ -455,16 +443,26 @@ class Collector(BaseCollector):
         self._frames = int(state_dict.get("frames", 0))
         self._iter = int(state_dict.get("iter", 0))
 
-    def shutdown(self) -> None:
-        """Close the env (if this collector built it) and notify plugins; safe to call twice."""
+    def shutdown(self, timeout: float | None = None, close_env: bool = True,
+                 raise_on_error: bool = True) -> None:
+        """Notify plugins and close the env; safe to call twice.
+
+        As TorchRL's, the env is closed even when it was passed in as an instance; pass
+        ``close_env=False`` to keep it open. ``timeout`` has no effect here (no workers), and
+        ``raise_on_error=False`` swallows an error raised while closing.
+        """
         if self._closed:
             return
         self._closed = True
         try:
-            hook().reap_collector_shutdown(collector=self, worker_idx=self.worker_idx)
-        finally:
-            if getattr(self, "_owns_env", False):
-                self.env.close()
+            try:
+                hook().reap_collector_shutdown(collector=self, worker_idx=self.worker_idx)
+            finally:
+                if close_env and not self.env.is_closed:
+                    self.env.close()
+        except Exception:
+            if raise_on_error:
+                raise
 
     @property
     def frames(self) -> int:
@@ -476,6 +474,19 @@ class Collector(BaseCollector):
             f"Collector(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "
             f"total_frames={self.total_frames}, frames={self._frames})"
         )
+
+
+def _with_step_counter(env: EnvBase, max_steps: int) -> EnvBase:
+    """``env`` with a ``StepCounter(max_steps)``, as TorchRL's collectors add for ``max_frames_per_traj``."""
+    from reap.envs.transforms import StepCounter, TransformedEnv
+
+    if "step_count" in env.state_keys:
+        raise ValueError(
+            "Collector: max_frames_per_traj adds a StepCounter, but the env already has a "
+            "'step_count' entry; pass max_frames_per_traj=None and give that StepCounter "
+            "max_steps instead"
+        )
+    return TransformedEnv(env, StepCounter(max_steps=max_steps))
 
 
 SyncDataCollector = Collector

@@ -6,14 +6,18 @@ without it, construction fails with an error naming the package to install.
 
 from __future__ import annotations
 
+import abc
+
 from reap.plugins import get_collector_backend
 
 
-class MultiCollector:
+class MultiCollector(metaclass=abc.ABCMeta):  # noqa: B024 - a registry of virtual subclasses
     """``MultiCollector(create_env_fn=[...], policy, sync=True|False, ...)``.
 
     Builds the ``"mp"`` backend's ``MultiSyncCollector`` (``sync=True``, the default) or
-    ``MultiAsyncCollector`` (``sync=False``) with the same arguments.
+    ``MultiAsyncCollector`` (``sync=False``) with the same arguments. As in TorchRL, those
+    classes count as ``MultiCollector`` subclasses (``isinstance(c, MultiCollector)``): a
+    backend declares its classes with ``MultiCollector.register(cls)``.
     """
 
     def __new__(cls, create_env_fn=None, policy=None, *, sync: bool = True, backend: str = "mp", **kwargs):

@@ -1,0 +1,125 @@
+"""Collector behaviours TorchRL users rely on: shutdown closes the env, ``max_frames_per_traj``
+adds ``step_count``, ``len(collector)``, a user-held ``VanillaWeightUpdater`` pushes or raises."""
+
+import warnings
+
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+
+from reap import Collector, GymEnv, StepCounter, TransformedEnv, VanillaWeightUpdater
+from reap.collectors.base import NoLengthError
+
+
+def _policy():
+    torch.manual_seed(0)
+    return TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+
+
+def test_shutdown_closes_an_env_passed_as_instance():
+    env = GymEnv("Pendulum-v1")
+    Collector(env, None, frames_per_batch=4, total_frames=4).shutdown()
+    assert env.is_closed
+    kept = GymEnv("Pendulum-v1")
+    collector = Collector(kept, None, frames_per_batch=4, total_frames=4)
+    collector.shutdown(close_env=False)
+    assert not kept.is_closed
+    collector.shutdown()  # idempotent: the second call does nothing
+    assert not kept.is_closed
+    kept.close()
+
+
+def test_max_frames_per_traj_adds_step_count():
+    with Collector(GymEnv("Pendulum-v1", num_envs=2), None, frames_per_batch=10,
+                   total_frames=10, max_frames_per_traj=3) as collector:
+        batch = next(iter(collector))
+    assert isinstance(collector.env, TransformedEnv)
+    for key in ("step_count", ("next", "step_count")):
+        assert batch[key].shape == (2, 5, 1) and batch[key].dtype == torch.int64
+    assert batch["step_count"][0, :, 0].tolist() == [0, 1, 2, 0, 1]
+    assert batch["next", "step_count"][0, :, 0].tolist() == [1, 2, 3, 1, 2]
+    assert batch["next", "truncated"][0, :, 0].tolist() == [False, False, True, False, False]
+    assert batch["next", "done"][0, :, 0].tolist() == [False, False, True, False, False]
+
+
+def test_max_frames_per_traj_refuses_a_second_step_counter():
+    env = TransformedEnv(GymEnv("Pendulum-v1"), StepCounter())
+    with pytest.raises(ValueError, match="already has a 'step_count' entry; pass max_frames_per_traj=None"):
+        Collector(env, None, frames_per_batch=4, max_frames_per_traj=3)
+    env.close()
+
+
+def test_len_is_the_number_of_batches():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # frames_per_batch rounded up to the 2 envs
+        c = Collector(GymEnv("Pendulum-v1", num_envs=2), None, frames_per_batch=7, total_frames=30)
+    assert c.frames_per_batch == 8 and len(c) == 4 == len(list(c))
+    c.shutdown()
+    endless = Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=4)
+    with pytest.raises(RuntimeError, match="total_frames=-1 never stops and has no length"):
+        len(endless)
+    assert issubclass(NoLengthError, TypeError) and bool(endless)
+    endless.shutdown()
+
+
+def test_user_held_vanilla_updater_pushes_the_trainers_weights():
+    trainer = _policy()
+    updater = VanillaWeightUpdater()
+    # policy_factory: the collector runs its own module, which starts from other weights
+    with Collector(GymEnv("Pendulum-v1"), policy_factory=lambda: TensorDictModule(
+            torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"]),
+                   frames_per_batch=4, weight_updater=updater) as collector:
+        with pytest.raises(ValueError, match="no weights given, no weight_getter and no policy to read"):
+            updater.push_weights()
+        updater.push_weights(trainer)
+        assert torch.equal(collector.policy.module.weight, trainer.module.weight)
+    with Collector(GymEnv("Pendulum-v1"), trainer, frames_per_batch=4, weight_updater=updater) as collector:
+        with torch.no_grad():
+            trainer.module.weight.add_(1.0)
+        updater.push_weights()  # the collector runs the trainer's module: nothing to copy
+        assert collector.policy is trainer
+    getter = VanillaWeightUpdater(weight_getter=lambda: {"module": {"weight": torch.full((1, 3), 7.0),
+                                                                    "bias": torch.zeros(1)}})
+    with Collector(GymEnv("Pendulum-v1"), _policy(), frames_per_batch=4, weight_updater=getter) as collector:
+        getter.push_weights()
+        assert collector.policy.module.weight.tolist() == [[7.0, 7.0, 7.0]]
+
+
+def test_step_count_matches_torchrl():
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector as TorchRLCollector
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+
+    ours = Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=12, total_frames=12, max_frames_per_traj=5)
+    theirs = TorchRLCollector(TorchRLGymEnv("Pendulum-v1"), None, frames_per_batch=12, total_frames=12,
+                              max_frames_per_traj=5)
+    a, b = next(iter(ours)), next(iter(theirs))
+    ours.shutdown()
+    theirs.shutdown()
+    assert a["next", "step_count"][:, 0].tolist() == [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2]
+    for key in ("step_count", ("next", "step_count"), ("next", "truncated"), ("next", "done"), "truncated"):
+        assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+
+
+def test_len_and_shutdown_match_torchrl():
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector as TorchRLCollector
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+
+    theirs_env = TorchRLGymEnv("Pendulum-v1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # total_frames not a multiple of frames_per_batch
+        theirs = TorchRLCollector(theirs_env, None, frames_per_batch=8, total_frames=30)
+    ours_env = GymEnv("Pendulum-v1")
+    ours = Collector(ours_env, None, frames_per_batch=8, total_frames=30)
+    assert len(ours) == len(theirs) == 4
+    theirs.shutdown()
+    ours.shutdown()
+    assert theirs_env.is_closed and ours_env.is_closed
+    # an endless collector: TorchRL's len() raises TypeError (its total_frames is inf); reap's
+    # NoLengthError is a TypeError too (and a RuntimeError, what TorchRL's __len__ means to raise)
+    for endless in (TorchRLCollector(TorchRLGymEnv("Pendulum-v1"), None, frames_per_batch=8),
+                    Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=8)):
+        with pytest.raises(TypeError):
+            len(endless)
+        endless.shutdown()
