@@ -19,20 +19,34 @@ from reap.collectors import (
 )
 from reap.compile import compile_with_warmup
 from reap.envs import EnvBase, GymEnv, SerialEnv
+from reap.envs.env_creator import EnvCreator
 from reap.envs.transforms import (
+    CatFrames,
+    CatTensors,
     ClipTransform,
     Compose,
     DoubleToFloat,
+    ExcludeTransform,
+    FrameSkipTransform,
     InitTracker,
+    NoopResetEnv,
     ObservationNorm,
+    RenameTransform,
+    RewardClipping,
+    RewardScaling,
     RewardSum,
+    SelectTransform,
     StepCounter,
     TensorDictPrimer,
     Transform,
     TransformedEnv,
+    UnsqueezeTransform,
     VecNorm,
 )
+from reap.envs.utils import check_env_specs, step_mdp
 from reap.plugins import PluginNotInstalledError, hookimpl
+from reap.postprocs import MultiStep
+from reap.specs import Binary, Bounded, Categorical, Composite, Unbounded
 from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase
 
 __version__ = "0.1.0"
@@ -41,32 +55,51 @@ _mirror.install()  # TorchRL's module paths: ``from reap.data import SliceSample
 
 __all__ = [
     "BaseCollector",
+    "Binary",
+    "Bounded",
+    "CatFrames",
+    "CatTensors",
+    "Categorical",
     "ClipTransform",
     "Collector",
     "Compose",
+    "Composite",
     "DataCollectorBase",
     "DoubleToFloat",
     "EnvBase",
+    "EnvCreator",
+    "ExcludeTransform",
     "ExplorationType",
+    "FrameSkipTransform",
     "GymEnv",
     "InitTracker",
     "MultiCollector",
+    "MultiStep",
+    "NoopResetEnv",
     "ObservationNorm",
     "PluginNotInstalledError",
+    "RenameTransform",
+    "RewardClipping",
+    "RewardScaling",
     "RewardSum",
+    "SelectTransform",
     "SerialEnv",
     "StepCounter",
     "SyncDataCollector",
     "TensorDictPrimer",
     "Transform",
     "TransformedEnv",
+    "Unbounded",
+    "UnsqueezeTransform",
     "VanillaWeightUpdater",
     "VecNorm",
     "WeightUpdaterBase",
+    "check_env_specs",
     "compile_with_warmup",
     "hookimpl",
     "set_exploration_type",
     "split_trajectories",
+    "step_mdp",
 ]
 
 

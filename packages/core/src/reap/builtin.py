@@ -4,6 +4,12 @@ and core's public names under TorchRL's module paths (``from reap.envs.utils imp
 from reap.plugins import hookimpl
 from reap.registry import CollectorBackend
 
+_TRANSFORMS = (
+    "CatFrames", "CatTensors", "ExcludeTransform", "FrameSkipTransform", "NoopResetEnv",
+    "RenameTransform", "RewardClipping", "RewardScaling", "SelectTransform", "UnsqueezeTransform",
+)
+_SPECS = ("Binary", "Bounded", "Categorical", "Composite", "Unbounded")
+
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
     "reap.collectors": (
@@ -15,12 +21,16 @@ MODULES = {
         "ClipTransform", "Compose", "DoubleToFloat", "EnvBase", "ExplorationType", "GymEnv",
         "InitTracker", "ObservationNorm", "RewardSum", "SerialEnv", "StepCounter",
         "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", "set_exploration_type",
+        *_TRANSFORMS, "EnvCreator", "check_env_specs", "step_mdp",
     ),
     "reap.envs.transforms": (
         "ClipTransform", "Compose", "DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum",
-        "StepCounter", "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm",
+        "StepCounter", "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", *_TRANSFORMS,
     ),
-    "reap.envs.utils": ("ExplorationType", "set_exploration_type"),
+    "reap.envs.utils": ("ExplorationType", "set_exploration_type", "check_env_specs", "step_mdp"),
+    "reap.data": (*_SPECS, "MultiStep"),
+    "reap.data.tensor_specs": _SPECS,
+    "reap.data.postprocs": ("MultiStep",),
     "reap.envs.libs.gym": ("GymEnv",),
     "reap.weight_update": ("VanillaWeightUpdater", "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup",),

@@ -9,14 +9,46 @@ Examples:
     >>> spec = Bounded(low=-2.0, high=2.0, shape=(1,))
     >>> spec.is_in(spec.rand())
     True
+    >>> spec.space.high
+    tensor([2.])
+
+TorchRL's own modules (``ProbabilisticActor(spec=...)``, ``SafeModule``) type-check their spec:
+pass them ``spec.to_torchrl()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, TensorDictBase
+
+
+@dataclass(frozen=True)
+class ContinuousBox:
+    """The domain of a ``Bounded`` spec (TorchRL's ``spec.space``): ``low`` and ``high``."""
+
+    low: torch.Tensor
+    high: torch.Tensor
+
+
+@dataclass(frozen=True)
+class CategoricalBox:
+    """The domain of a ``Categorical`` spec: ``n`` values, ``0`` to ``n - 1``."""
+
+    n: int
+
+
+def _torchrl_specs():
+    try:
+        import torchrl.data as specs
+    except ImportError as exc:
+        raise ImportError(
+            "to_torchrl() needs TorchRL installed (`uv pip install torchrl`, or `uv sync --group bench` "
+            "in reap's workspace)"
+        ) from exc
+    return specs
 
 
 class TensorSpec:
@@ -27,8 +59,47 @@ class TensorSpec:
         self.dtype = dtype
         self.device = torch.device(device)
 
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def space(self):
+        """The domain (TorchRL's ``spec.space``); None when unbounded."""
+        return None
+
+    def clone(self) -> TensorSpec:
+        return self.expand()
+
+    def unbatch(self, ndim: int) -> TensorSpec:
+        """The same spec without its ``ndim`` leading (batch) dimensions."""
+        clone = self.expand()
+        clone.shape = self.shape[ndim:]
+        return clone
+
+    def to_torchrl(self):
+        """The equivalent TorchRL spec, for TorchRL modules that take one.
+
+        ``ProbabilisticActor(spec=env.action_spec.to_torchrl(), ...)``. Needs TorchRL installed.
+        """
+        specs = _torchrl_specs()
+        return getattr(specs, type(self).__name__)(shape=self.shape, dtype=self.dtype, device=self.device)
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not type(self) or (self.shape, self.dtype, self.device) != (
+            other.shape, other.dtype, other.device
+        ):
+            return False
+        space, other_space = self.space, other.space
+        if isinstance(space, ContinuousBox):
+            return torch.equal(space.low, other_space.low) and torch.equal(space.high, other_space.high)
+        return space == other_space
+
+    __hash__ = None
+
     def zero(self, shape=()) -> torch.Tensor:
         """A tensor of zeros with batch dims ``shape`` prepended."""
+        shape = () if shape is None else tuple(shape)
         return torch.zeros((*shape, *self.shape), dtype=self.dtype, device=self.device)
 
     def rand(self, shape=(), generator=None) -> torch.Tensor:
@@ -41,6 +112,8 @@ class TensorSpec:
 
     def expand(self, *batch) -> TensorSpec:
         """The same spec with leading batch dimensions ``batch``."""
+        if len(batch) == 1 and isinstance(batch[0], (tuple, list, torch.Size)):
+            batch = tuple(batch[0])
         clone = self.__class__.__new__(self.__class__)
         clone.__dict__.update(self.__dict__)
         clone.shape = torch.Size((*batch, *self.shape))
@@ -74,11 +147,26 @@ class Bounded(TensorSpec):
         if (self.low > self.high).any():
             raise ValueError(f"Bounded: low must not exceed high, got low={low}, high={high}")
 
+    @property
+    def space(self) -> ContinuousBox:
+        return ContinuousBox(self.low, self.high)
+
     def expand(self, *batch) -> Bounded:
         clone = super().expand(*batch)
         clone.low = self.low.expand(clone.shape)
         clone.high = self.high.expand(clone.shape)
         return clone
+
+    def unbatch(self, ndim: int) -> Bounded:
+        clone = super().unbatch(ndim)
+        index = (0,) * ndim
+        clone.low, clone.high = self.low[index], self.high[index]
+        return clone
+
+    def to_torchrl(self):
+        return _torchrl_specs().Bounded(
+            low=self.low.clone(), high=self.high.clone(), shape=self.shape, dtype=self.dtype, device=self.device
+        )
 
     def rand(self, shape=(), generator=None) -> torch.Tensor:
         size = (*shape, *self.shape)
@@ -101,6 +189,13 @@ class Categorical(TensorSpec):
             raise ValueError(f"Categorical: n must be positive, got {n}")
         super().__init__(shape, dtype, device)
         self.n = int(n)
+
+    @property
+    def space(self) -> CategoricalBox:
+        return CategoricalBox(self.n)
+
+    def to_torchrl(self):
+        return _torchrl_specs().Categorical(self.n, shape=self.shape, dtype=self.dtype, device=self.device)
 
     def rand(self, shape=(), generator=None) -> torch.Tensor:
         size = (*shape, *self.shape)
@@ -159,19 +254,71 @@ class Composite:
     def __len__(self) -> int:
         return len(self._specs)
 
-    def keys(self):
-        return self._specs.keys()
+    def keys(self, include_nested: bool = False, leaves_only: bool = False):
+        """Keys, like TorchRL's (``include_nested`` yields tuples for nested composites)."""
+        if not include_nested and not leaves_only:
+            return self._specs.keys()
+        out = []
+        for key, spec in self._specs.items():
+            if isinstance(spec, Composite):
+                if not leaves_only:
+                    out.append(key)
+                if include_nested:
+                    out.extend((key, *(sub if isinstance(sub, tuple) else (sub,)))
+                               for sub in spec.keys(True, leaves_only))
+            else:
+                out.append(key)
+        return out
 
     def items(self):
         return self._specs.items()
 
+    def values(self):
+        return self._specs.values()
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_in(self, value: TensorDictBase) -> bool:
+        """Whether every entry of ``value`` named by this spec is in its leaf spec."""
+        return all(key in value.keys() and spec.is_in(value.get(key)) for key, spec in self._specs.items())
+
+    def expand(self, *batch) -> Composite:
+        if len(batch) == 1 and isinstance(batch[0], (tuple, list, torch.Size)):
+            batch = tuple(batch[0])
+        return Composite({k: v.expand(*batch) for k, v in self._specs.items()}, shape=(*batch, *self.shape))
+
+    def clone(self) -> Composite:
+        return Composite({k: v.clone() for k, v in self._specs.items()}, shape=self.shape)
+
+    def unbatch(self, ndim: int) -> Composite:
+        """The same specs without their ``ndim`` leading (batch) dimensions."""
+        return Composite({k: v.unbatch(ndim) for k, v in self._specs.items()}, shape=self.shape[ndim:])
+
+    def to_torchrl(self):
+        """The equivalent TorchRL ``Composite`` (needs TorchRL installed)."""
+        return _torchrl_specs().Composite(
+            {k: v.to_torchrl() for k, v in self._specs.items()}, shape=self.shape
+        )
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Composite) and self.shape == other.shape and self._specs == other._specs
+
+    __hash__ = None
+
     def zero(self, shape=()) -> TensorDict:
         """A TensorDict of zeros; leaf specs already carry the batch dims."""
+        shape = () if shape is None else tuple(shape)
         return TensorDict(
             {k: v.zero(shape) for k, v in self._specs.items()}, batch_size=(*shape, *self.shape)
         )
 
     def rand(self, shape=(), generator=None) -> TensorDict:
+        shape = () if shape is None else tuple(shape)
         return TensorDict(
             {k: v.rand(shape, generator) for k, v in self._specs.items()}, batch_size=(*shape, *self.shape)
         )

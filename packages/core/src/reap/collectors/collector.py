@@ -35,7 +35,7 @@ from tensordict.nn import InteractionType, set_interaction_type
 from reap.collectors.base import BaseCollector, check_frames
 from reap.collectors.policy import PolicyRunner, check_action
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
-from reap.envs.base import EnvBase
+from reap.envs.base import EnvBase, is_hidden
 from reap.envs.serial import SerialEnv
 from reap.plugins import get_collector_backend, hook
 from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, weights_from_update_args
@@ -261,6 +261,9 @@ class Collector(BaseCollector):
         self._runner.bind(targets, self._root_torch, [env.action_key, *self._policy_keys])
         batch = env.batch_size
         self._carry = [(root[k], nxt[k]) for k in env.state_keys]
+        written = {k[1] for k in self._policy_keys if isinstance(k, tuple) and k[0] == "next"}
+        # entries whose "next" value is the root's unless the policy writes it (TensorDictPrimer)
+        self._passthrough = [(nxt[k], root[k]) for k in env.passthrough_keys if k not in written]
         self._carried_keys = [k for k in env.state_keys]
         self._done_flat = nxt["done"].reshape(steps, -1)
         self._traj = np.zeros((steps, *batch), dtype=np.int64)
@@ -268,8 +271,8 @@ class Collector(BaseCollector):
         self._new_trajectories(None)
         nb = len(batch)
         self._out_sources = [
-            (k, v[:steps].movedim(0, nb)) for k, v in self._root_torch.items()
-        ] + [(("next", k), v.movedim(0, nb)) for k, v in self._next_torch.items()]
+            (k, v[:steps].movedim(0, nb)) for k, v in self._root_torch.items() if not is_hidden(k)
+        ] + [(("next", k), v.movedim(0, nb)) for k, v in self._next_torch.items() if not is_hidden(k)]
         if self.track_traj_ids:
             self._out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
         self._out_batch_size = (*batch, steps)
@@ -297,8 +300,11 @@ class Collector(BaseCollector):
         step_into, action = env._step_into, root[env.action_key]
         act = self._runner.random_action if self._frames < self.init_random_frames else self._runner
         carry, done_flat, traj, cur = self._carry, self._done_flat, self._traj, self._cur_traj
+        passthrough = self._passthrough
         single = self.n_envs == 1
         for t in range(steps):
+            for dest, src in passthrough:
+                dest[t] = src[t]
             act(t)
             step_into(action[t], t, root, nxt)
             traj[t] = cur

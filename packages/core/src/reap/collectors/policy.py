@@ -20,7 +20,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 
-from reap.envs.base import EnvBase
+from reap.envs.base import EnvBase, is_hidden
 
 
 def _is_tensordict_callable(fn) -> bool:
@@ -41,7 +41,7 @@ class PolicyRunner:
         self.action_key = env.action_key
         self.device = torch.device(policy_device) if policy_device is not None else None
         self.generator = generator
-        root_keys = set(env.root_specs())
+        root_keys = {k for k in env.root_specs() if not is_hidden(k)}
         if policy is None:
             self.mode = "random"
             self.in_keys, self.out_keys = [], [self.action_key]

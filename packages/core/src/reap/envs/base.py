@@ -38,11 +38,19 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from reap.specs import Binary, Composite, TensorSpec, Unbounded
 
 FLAG_KEYS = ("done", "terminated", "truncated")
+
+#: Prefix of the array keys that transforms keep out of sight (an excluded or replaced entry).
+HIDDEN_PREFIX = "_hidden:"
+
+
+def is_hidden(key) -> bool:
+    """Whether an array key is internal (kept out of TensorDicts and batches)."""
+    return isinstance(key, str) and key.startswith(HIDDEN_PREFIX)
 
 
 class EnvBase:
@@ -59,11 +67,92 @@ class EnvBase:
         self.is_closed = False
 
     # ---- specs -----------------------------------------------------------------------------
+    reward_key = "reward"
+
     @property
     def done_spec(self) -> Composite:
         return Composite(
             {key: Binary(shape=(*self.batch_size, 1)) for key in FLAG_KEYS}, shape=self.batch_size
         )
+
+    # TorchRL's views of the same specs: full_* are Composites keyed like the TensorDicts,
+    # *_unbatched drop the env's batch dims (what a policy for one env sees).
+    @property
+    def full_action_spec(self) -> Composite:
+        return Composite({self.action_key: self.action_spec}, shape=self.batch_size)
+
+    @property
+    def full_observation_spec(self) -> Composite:
+        return self.observation_spec
+
+    @property
+    def full_reward_spec(self) -> Composite:
+        return Composite({self.reward_key: self.reward_spec}, shape=self.batch_size)
+
+    @property
+    def full_done_spec(self) -> Composite:
+        return self.done_spec
+
+    @property
+    def full_state_spec(self) -> Composite:
+        """Inputs other than the action (none: reap carries state through ``state_keys``)."""
+        return Composite(shape=self.batch_size)
+
+    state_spec = full_state_spec
+
+    @property
+    def input_spec(self) -> Composite:
+        return Composite(full_action_spec=self.full_action_spec, full_state_spec=self.full_state_spec,
+                         shape=self.batch_size)
+
+    @property
+    def output_spec(self) -> Composite:
+        return Composite(full_observation_spec=self.full_observation_spec,
+                         full_reward_spec=self.full_reward_spec, full_done_spec=self.full_done_spec,
+                         shape=self.batch_size)
+
+    @property
+    def action_spec_unbatched(self) -> TensorSpec:
+        return self.action_spec.unbatch(len(self.batch_size))
+
+    @property
+    def full_action_spec_unbatched(self) -> Composite:
+        return self.full_action_spec.unbatch(len(self.batch_size))
+
+    @property
+    def observation_spec_unbatched(self) -> Composite:
+        return self.observation_spec.unbatch(len(self.batch_size))
+
+    full_observation_spec_unbatched = observation_spec_unbatched
+
+    @property
+    def reward_spec_unbatched(self) -> TensorSpec:
+        return self.reward_spec.unbatch(len(self.batch_size))
+
+    @property
+    def done_spec_unbatched(self) -> Composite:
+        return self.done_spec.unbatch(len(self.batch_size))
+
+    @property
+    def action_keys(self) -> list:
+        return [self.action_key]
+
+    @property
+    def reward_keys(self) -> list:
+        return [self.reward_key]
+
+    @property
+    def done_keys(self) -> list:
+        return list(self.done_spec.keys())
+
+    @property
+    def done_key(self):
+        return "done"
+
+    @property
+    def hidden_keys(self) -> frozenset:
+        """Array keys the env needs on the hot path but leaves out of its TensorDicts and batches."""
+        return frozenset(k for k in (*self.root_specs(), *self.next_specs()) if is_hidden(k))
 
     def root_specs(self) -> dict[str, TensorSpec]:
         """Leaf specs of the root-side arrays, by flat key."""
@@ -83,6 +172,11 @@ class EnvBase:
     def state_keys(self) -> tuple[str, ...]:
         """Keys carried from ``next`` at step t to the root of step t + 1."""
         return tuple(self.observation_spec.keys())
+
+    @property
+    def passthrough_keys(self) -> tuple[str, ...]:
+        """Carried keys whose ``"next"`` value is the root's, unless the policy writes it."""
+        return ()
 
     @property
     def numel(self) -> int:
@@ -146,6 +240,20 @@ class EnvBase:
         nxt = {key: value.numpy() for key, value in next_td.items()}
         return root, nxt, root_td, next_td
 
+    def _visible(self, td: TensorDictBase) -> TensorDictBase:
+        hidden = [k for k in td.keys() if is_hidden(k)]
+        return td.exclude(*hidden) if hidden else td
+
+    def _stash_hidden(self, root: dict, nxt: dict | None) -> None:
+        """Keep hidden state between TensorDict-API calls (they hold no hidden entries)."""
+        source = root if nxt is None else nxt
+        self._hidden_state = {k: source[k][0].copy() for k in self.state_keys if is_hidden(k)}
+
+    def _restore_hidden(self, root: dict) -> None:
+        for key, value in getattr(self, "_hidden_state", {}).items():
+            if key in root:
+                root[key][0] = value
+
     def reset(self, tensordict: TensorDictBase | None = None) -> TensorDict:
         """Reset the envs (those whose ``"_reset"`` entry is True) and return the root."""
         mask = None
@@ -153,10 +261,13 @@ class EnvBase:
             mask = tensordict["_reset"].reshape(self.batch_size).numpy(force=True)
         root, _, root_td, _ = self.allocate(1)
         if tensordict is not None and mask is not None:
+            self._restore_hidden(root)
             for key in self.state_keys:
-                root[key][0] = tensordict[key].numpy(force=True)
+                if key in tensordict.keys():
+                    root[key][0] = tensordict[key].numpy(force=True)
         self._reset_into(root, 0, mask)
-        out = root_td[0].exclude(self.action_key)
+        self._stash_hidden(root, None)
+        out = self._visible(root_td[0].exclude(self.action_key))
         self._last_root = out
         return out.clone()
 
@@ -165,15 +276,20 @@ class EnvBase:
         if self.action_key not in tensordict.keys():
             raise KeyError(f"step: the input has no {self.action_key!r} entry (the action)")
         root, nxt, root_td, next_td = self.allocate(1)
+        self._restore_hidden(root)
+        passthrough = self.passthrough_keys
         for key in self.state_keys:
             if key in tensordict.keys():
                 root[key][0] = tensordict[key].numpy(force=True)
             if ("next", key) in tensordict.keys(True):  # written by the policy, e.g. a recurrent state
                 nxt[key][0] = tensordict["next", key].numpy(force=True)
+            elif key in passthrough:
+                nxt[key][0] = root[key][0]
         action = tensordict[self.action_key]
         root[self.action_key][0] = action.numpy(force=True)
         self._step_into(root[self.action_key][0], 0, root, nxt)
-        tensordict.set("next", next_td[0].clone())
+        self._stash_hidden(root, nxt)
+        tensordict.set("next", self._visible(next_td[0]).clone())
         return tensordict
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
@@ -183,23 +299,90 @@ class EnvBase:
         tensordict[self.action_key] = self.action_spec.rand()
         return tensordict
 
-    def rollout(self, max_steps: int, policy=None, *, break_when_any_done: bool = True):
-        """Run ``max_steps`` steps (resetting done envs) and stack them along the last dim."""
-        td = self.reset()
+    def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """One step under a random action (from the last reset when ``tensordict`` is None)."""
+        if tensordict is None:
+            tensordict = getattr(self, "_last_root", None)
+            tensordict = self.reset() if tensordict is None else tensordict.clone()
+        return self.step(self.rand_action(tensordict))
+
+    def fake_tensordict(self) -> TensorDict:
+        """A zeroed TensorDict shaped like one step (root entries and ``"next"``), from the specs."""
+        batch = self.batch_size
+        root = TensorDict({k: s.zero() for k, s in self.root_specs().items() if not is_hidden(k)},
+                          batch_size=batch)
+        nxt = TensorDict({k: s.zero() for k, s in self.next_specs().items() if not is_hidden(k)},
+                         batch_size=batch)
+        root.set("next", nxt)
+        return root
+
+    def rollout(self, max_steps: int, policy=None, callback=None, *, actions=None,
+                auto_reset: bool = True, auto_cast_to_device: bool = False,
+                break_when_any_done: bool | None = None, break_when_all_done: bool | None = None,
+                return_contiguous: bool | None = True, tensordict: TensorDictBase | None = None,
+                set_truncated: bool = False, out=None, trust_policy: bool = False,
+                storing_device=None):
+        """Run up to ``max_steps`` steps and stack them along the time dim (after the batch dims).
+
+        Keyword arguments follow TorchRL's ``EnvBase.rollout``: ``break_when_any_done`` (default
+        True) stops after the first step where any env is done, otherwise done envs are reset and
+        the rollout goes on; ``auto_reset=False`` starts from ``tensordict``; ``actions`` replays
+        precomputed actions; ``callback(env, td)`` runs after each step; ``set_truncated`` marks
+        the last step truncated; ``return_contiguous=False`` returns a lazy stack.
+        """
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"rollout: max_steps must be a positive int, got {max_steps!r}")
+        if break_when_all_done:
+            raise NotImplementedError(
+                "rollout: break_when_all_done is not supported by reap envs; use "
+                "break_when_any_done=False (done envs are reset) and a fixed max_steps"
+            )
+        if break_when_any_done is None:
+            break_when_any_done = True
+        if actions is not None:
+            if policy is not None:
+                raise ValueError("rollout: pass policy or actions, not both")
+            actions = list(actions)
+            max_steps = min(max_steps, len(actions))
+        if not auto_reset and tensordict is None:
+            raise ValueError("rollout: auto_reset=False needs the initial tensordict= to start from")
+        td = self.reset(tensordict) if auto_reset else tensordict
         steps = []
-        for _ in range(max_steps):
-            td = policy(td) if policy is not None else self.rand_action(td)
+        for i in range(max_steps):
+            if actions is not None:
+                td.set(self.action_key, torch.as_tensor(actions[i]))
+            elif policy is not None:
+                result = policy(td)
+                if result is not None and result is not td:
+                    td.update(result)
+            else:
+                self.rand_action(td)
             td = self.step(td)
-            steps.append(td)
+            if set_truncated and i == max_steps - 1:
+                for key in ("truncated", "done"):
+                    td["next", key] = torch.ones_like(td["next", key])
+            steps.append(td if storing_device is None else td.to(storing_device))
+            if i == max_steps - 1:
+                break
             done = td["next", "done"]
             if done.any() and break_when_any_done:
                 break
             td = self._step_mdp(td)
-        return torch.stack(steps, dim=len(self.batch_size))
+            if callback is not None:
+                callback(self, td)
+        dim = len(self.batch_size)
+        if return_contiguous or return_contiguous is None:
+            result = torch.stack(steps, dim=dim)
+        else:
+            result = LazyStackedTensorDict.lazy_stack(steps, dim=dim)
+        if out is not None:
+            out.update(result)
+            return out
+        return result
 
     def _step_mdp(self, td: TensorDictBase) -> TensorDict:
         nxt = td["next"]
-        root = TensorDict({k: nxt[k] for k in self.state_keys}, batch_size=self.batch_size)
+        root = TensorDict({k: nxt[k] for k in self.state_keys if not is_hidden(k)}, batch_size=self.batch_size)
         for key in FLAG_KEYS:
             root[key] = torch.zeros_like(nxt[key])
         done = nxt["done"].reshape(self.batch_size)
@@ -208,6 +391,19 @@ class EnvBase:
             reset_in["_reset"] = nxt["done"]
             root = self.reset(reset_in)
         return root
+
+    # ---- transforms ----------------------------------------------------------------------
+    def append_transform(self, transform):
+        """A ``TransformedEnv`` of this env with ``transform`` (as TorchRL's ``EnvBase`` does)."""
+        from reap.envs.transforms import TransformedEnv
+
+        return TransformedEnv(self, transform)
+
+    def insert_transform(self, index: int, transform):
+        """A ``TransformedEnv`` of this env with ``transform`` (the only one, at any index)."""
+        from reap.envs.transforms import TransformedEnv
+
+        return TransformedEnv(self).insert_transform(index, transform)
 
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seed the env; returns the seed the next env (or the next call) should use."""

@@ -84,6 +84,10 @@ class SerialEnv(EnvBase):
     def state_keys(self):
         return self.envs[0].state_keys
 
+    @property
+    def passthrough_keys(self):
+        return self.envs[0].passthrough_keys
+
     def _split(self, arrays: dict) -> list[dict]:
         """Per-sub-env views of ``arrays``, cached while the same arrays come back."""
         cached = self._views.get(id(arrays))

@@ -1,0 +1,93 @@
+"""Env helpers under TorchRL's path ``torchrl.envs.utils``: ``step_mdp``, ``check_env_specs``,
+``ExplorationType`` and ``set_exploration_type``.
+
+Examples:
+    >>> from reap.envs import GymEnv
+    >>> from reap.envs.utils import check_env_specs, step_mdp
+    >>> env = GymEnv("Pendulum-v1")
+    >>> check_env_specs(env)
+    >>> td = env.rand_step(env.reset())
+    >>> sorted(step_mdp(td).keys())
+    ['done', 'observation', 'terminated', 'truncated']
+"""
+
+from __future__ import annotations
+
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import InteractionType as ExplorationType
+from tensordict.nn import set_interaction_type as set_exploration_type
+
+from reap.mirror import module_getattr
+
+__all__ = ["ExplorationType", "check_env_specs", "set_exploration_type", "step_mdp"]
+
+
+def _key_list(keys) -> list:
+    return [keys] if isinstance(keys, (str, tuple)) else list(keys)
+
+
+def step_mdp(tensordict: TensorDictBase, next_tensordict: TensorDictBase | None = None, *,
+             keep_other: bool = True, exclude_reward: bool = True, exclude_done: bool = False,
+             exclude_action: bool = True, reward_keys="reward", done_keys="done",
+             action_keys="action") -> TensorDictBase:
+    """The root of the next step: ``tensordict["next"]`` moved up (TorchRL's ``step_mdp``).
+
+    Root entries that ``"next"`` does not hold are kept (``keep_other``), except the action
+    (``exclude_action``); the reward is left out (``exclude_reward``), the done flags kept
+    unless ``exclude_done``. With ``next_tensordict`` the result is written into it.
+    """
+    reward_keys, done_keys, action_keys = map(_key_list, (reward_keys, done_keys, action_keys))
+    dropped = [*(reward_keys if exclude_reward else []), *(done_keys if exclude_done else [])]
+    nxt = tensordict.get("next")
+    if keep_other:
+        out = tensordict.exclude("next", *dropped, *(action_keys if exclude_action else []))
+    else:
+        out = TensorDict(batch_size=tensordict.batch_size, device=tensordict.device)
+    out.update(nxt.exclude(*dropped))
+    if next_tensordict is not None:
+        return next_tensordict.update(out)
+    return out
+
+
+def check_env_specs(env, return_contiguous: bool = True, check_dtype: bool = True,
+                    seed: int | None = None, tensordict: TensorDictBase | None = None,
+                    break_when_any_done: bool | str = False) -> None:
+    """Roll ``env`` out for three steps and check the data against its specs (TorchRL's check).
+
+    Raises ``AssertionError`` naming each entry whose presence, shape or dtype differs from
+    ``env.fake_tensordict()``, or whose value is outside its spec.
+    """
+    if seed is not None:
+        env.set_seed(seed)
+    modes = [True, False] if break_when_any_done == "both" else [bool(break_when_any_done)]
+    fake = env.fake_tensordict()
+    for mode in modes:
+        real = env.rollout(3, return_contiguous=return_contiguous, break_when_any_done=mode,
+                           tensordict=tensordict, auto_reset=tensordict is None)
+        real = real[..., 0]
+        fake_keys = set(fake.keys(True, True))
+        real_keys = set(real.keys(True, True))
+        problems = []
+        if fake_keys != real_keys:
+            problems.append(
+                f"keys differ: only in the specs {sorted(map(str, fake_keys - real_keys))}, only in "
+                f"the rollout {sorted(map(str, real_keys - fake_keys))}"
+            )
+        for key in sorted(fake_keys & real_keys, key=str):
+            f, r = fake.get(key), real.get(key)
+            if f.shape != r.shape:
+                problems.append(f"{key}: the specs say shape {tuple(f.shape)}, the rollout has {tuple(r.shape)}")
+            if check_dtype and f.dtype != r.dtype:
+                problems.append(f"{key}: the specs say dtype {f.dtype}, the rollout has {r.dtype}")
+        action = real.get(env.action_key)
+        if not env.action_spec.is_in(action):
+            problems.append(f"{env.action_key!r}: the rollout's action is not in env.action_spec")
+        if problems:
+            raise AssertionError(
+                f"check_env_specs: {type(env).__name__}'s specs do not match its data:\n  - "
+                + "\n  - ".join(problems)
+            )
+
+
+#: Names other packages register under TorchRL's ``torchrl.envs.utils`` path.
+__getattr__ = module_getattr(__name__)
