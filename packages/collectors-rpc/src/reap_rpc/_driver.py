@@ -1,0 +1,656 @@
+"""What RPCCollector and DistributedCollector share: arguments, workers, weights, iteration, faults.
+
+The driver is rank 0 of a world of ``num_collectors + 1`` ranks; worker ``i`` (0-based
+everywhere: ``worker_ids``, ``("collector", "worker_id")``, errors) is rank ``i + 1``. A
+subclass adds only its transport: how a collect request (with the weights it carries) reaches
+a worker and how its batch comes back, as an event on one queue that the driver blocks on
+until the next worker deadline (:class:`~reap.collectors.bookkeeping.WorkerDeadlines`).
+Which weights each worker should run, and ``max_weight_update_interval``, are
+:class:`~reap.collectors.bookkeeping.WorkerWeights`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import pickle
+import queue
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from tensordict.nn import InteractionType
+
+from reap.collectors.base import BaseCollector, check_frames, options_for_worker
+from reap.collectors.bookkeeping import WorkerDeadlines, WorkerWeights
+from reap.collectors.collector import Collector
+from reap.collectors.trajectories import split_trajectories
+from reap.envs.base import EnvBase
+from reap.plugins import hook
+from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
+from reap_rpc._launch import ProcessLauncher, describe_exit
+from reap_rpc._rendezvous import LOOPBACK, open_store
+
+LAUNCHERS = ("mp", "torchrun", "submitit")
+DEAD_MARK = b"__reap_worker_dead__"
+DEAD = object()  # what an awaited key holds once its worker died
+COLLECTOR_CLASSES = ("single", "sync", "async")
+
+
+class RemoteCollectorError(RuntimeError):
+    """A remote worker raised, died or stopped delivering.
+
+    ``worker_idx`` is its 0-based index, ``rank`` its rank (``worker_idx + 1``), ``exitcode``
+    its process's exit code when it died, ``remote_traceback`` its traceback when it raised.
+    """
+
+    def __init__(self, message: str, *, worker_idx: int, exitcode: int | None = None,
+                 remote_traceback: str | None = None):
+        super().__init__(message)
+        self.worker_idx = worker_idx
+        self.rank = worker_idx + 1
+        self.exitcode = exitcode
+        self.remote_traceback = remote_traceback
+
+
+def resolve_collector_class(collector_class, owner: str):
+    """reap's ``Collector``, ``MultiSyncCollector`` / ``MultiAsyncCollector`` (``"sync"`` /
+    ``"async"``, found through the plugin registry) or a subclass of one of them."""
+    if collector_class is None or collector_class == "single":
+        return Collector
+    if collector_class in ("sync", "async"):
+        from reap.plugins import resolve_export
+
+        return resolve_export("MultiSyncCollector" if collector_class == "sync" else "MultiAsyncCollector")
+    if isinstance(collector_class, str):
+        raise ValueError(f"{owner}: collector_class must be a collector class or one of {COLLECTOR_CLASSES}, "
+                         f"got {collector_class!r}")
+    if not (isinstance(collector_class, type) and issubclass(collector_class, BaseCollector)):
+        raise TypeError(f"{owner}: collector_class must be reap's Collector, MultiSyncCollector, MultiAsyncCollector "
+                        f"(or a subclass), or one of {COLLECTOR_CLASSES}; got {collector_class!r}")
+    return collector_class
+
+
+def worker_seed(seed: int, idx: int) -> int:
+    """Worker ``idx``'s seed for ``set_seed(seed)``: distinct per worker, reproducible."""
+    return int(np.random.SeedSequence([seed, idx]).generate_state(1, dtype=np.uint32)[0] & 0x7FFFFFFF)
+
+
+def _listify(value, n: int, name: str, owner: str) -> list:
+    if isinstance(value, list):
+        if len(value) != n:
+            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} collectors")
+        return list(value)
+    return [value] * n
+
+
+def _seconds(value, name: str, owner: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{owner}: {name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+class RemoteCollector(BaseCollector):
+    """Base of :class:`~reap_rpc.RPCCollector` and :class:`~reap_rpc.DistributedCollector`."""
+
+    _closed = True  # until the workers are up
+    _transport = ""  # "rpc" or "gloo"
+    _combine = "stack"  # sync batches: torch.stack (a leading worker dim) or torch.cat (dim 0)
+
+    def __init__(
+        self,
+        create_env_fn,
+        policy=None,
+        *,
+        policy_factory: Callable | list | None = None,
+        frames_per_batch: int,
+        total_frames: int = -1,
+        device=None,
+        storing_device=None,
+        env_device=None,
+        policy_device=None,
+        max_frames_per_traj: int | None = -1,
+        init_random_frames: int | None = -1,
+        reset_at_each_iter: bool = False,
+        postproc: Callable | None = None,
+        split_trajs: bool = False,
+        exploration_type=InteractionType.RANDOM,
+        collector_class=Collector,
+        collector_kwargs: dict | list | None = None,
+        num_workers_per_collector: int = 1,
+        sync: bool = False,
+        slurm_kwargs: dict | None = None,
+        update_after_each_batch: bool = False,
+        max_weight_update_interval: int = -1,
+        launcher: str = "mp",
+        tcp_port: int | str | None = None,
+        backend: str = "gloo",
+        visible_devices=None,
+        tensorpipe_options: dict | None = None,
+        weight_updater=None,
+        weight_sync_schemes: dict | None = None,
+        num_collectors: int | None = None,
+        num_workers: int | None = None,
+        master_addr: str | None = None,
+        worker_timeout: float = 60.0,
+        start_timeout: float = 120.0,
+        **collector_options,
+    ):
+        owner = type(self).__name__
+        self._owner = owner
+        if not isinstance(sync, bool):
+            raise TypeError(f"{owner}: sync must be True or False, got {sync!r}")
+        if launcher not in LAUNCHERS:
+            raise ValueError(f"{owner}: launcher must be one of {LAUNCHERS}, got {launcher!r}")
+        if backend not in ("gloo", "nccl"):
+            raise ValueError(f"{owner}: backend must be 'gloo' or 'nccl', got {backend!r}")
+        if backend == "nccl":
+            raise ValueError(f"{owner}: backend='nccl' needs CUDA policies on every rank; reap's collectors "
+                             "step envs and policies on the CPU: use backend='gloo'")
+        check_frames(frames_per_batch, total_frames, owner)
+        if num_workers is not None:  # Collector(..., backend="rpc", num_workers=K)
+            if num_collectors is not None and num_collectors != num_workers:
+                raise ValueError(f"{owner}: num_workers={num_workers} and num_collectors={num_collectors} differ")
+            num_collectors = num_workers
+        if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)
+                                           or num_collectors < 1):
+            raise ValueError(f"{owner}: num_collectors must be a positive int, got {num_collectors!r}")
+        if isinstance(num_workers_per_collector, bool) or not isinstance(num_workers_per_collector, int) or (
+                num_workers_per_collector < 1):
+            raise ValueError(f"{owner}: num_workers_per_collector must be a positive int, got {num_workers_per_collector!r}")
+        if isinstance(max_weight_update_interval, bool) or not isinstance(max_weight_update_interval, int) or (
+                max_weight_update_interval < -1):
+            raise ValueError(f"{owner}: max_weight_update_interval must be -1 (no forced update) or a non-negative "
+                             f"int, got {max_weight_update_interval!r}")
+        if tcp_port is not None:
+            try:
+                tcp_port = int(tcp_port)
+            except (TypeError, ValueError):
+                raise ValueError(f"{owner}: tcp_port must be a port number (or None for a free one), got {tcp_port!r}") from None
+            if not 0 <= tcp_port < 65536:
+                raise ValueError(f"{owner}: tcp_port must be in [0, 65535], got {tcp_port}")
+        if policy is not None and policy_factory is not None:
+            raise ValueError(f"{owner}: pass policy or policy_factory, not both")
+        if postproc is not None and not callable(postproc):
+            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
+        if tensorpipe_options is not None and not isinstance(tensorpipe_options, dict):
+            raise TypeError(f"{owner}: tensorpipe_options must be a dict of TensorPipeRpcBackendOptions "
+                            f"arguments, got {tensorpipe_options!r}")
+        if weight_sync_schemes is not None:
+            self._check_schemes(weight_sync_schemes, owner)
+        self.worker_timeout = _seconds(worker_timeout, "worker_timeout", owner)
+        self.start_timeout = _seconds(start_timeout, "start_timeout", owner)
+        self.collector_class = resolve_collector_class(collector_class, owner)
+
+        per_collector = {"create_env_fn": create_env_fn, "policy_factory": policy_factory,
+                         "collector_kwargs": collector_kwargs, "device": device,
+                         "storing_device": storing_device, "env_device": env_device,
+                         "policy_device": policy_device}
+        lengths = {name: len(v) for name, v in per_collector.items() if isinstance(v, list)}
+        if num_collectors is None:
+            if len(set(lengths.values())) > 1:
+                raise ValueError(f"{owner}: per-collector lists of different lengths: {lengths}")
+            num_collectors = next(iter(lengths.values()), 1)
+        n = num_collectors
+        if n == 0:
+            raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per collector")
+        lists = {name: _listify(v, n, name, owner) for name, v in per_collector.items()}
+        for fn in lists["create_env_fn"]:
+            if not (isinstance(fn, EnvBase) or callable(fn)):
+                raise TypeError(f"{owner}: create_env_fn must be an env or a callable returning one, got {fn!r}")
+        for kw in lists["collector_kwargs"]:
+            if kw is not None and not isinstance(kw, dict):
+                raise TypeError(f"{owner}: collector_kwargs must be a dict (or a list of dicts), got {kw!r}")
+        if sync and frames_per_batch % n:
+            raise ValueError(f"{owner}: sync=True splits frames_per_batch={frames_per_batch} evenly across {n} "
+                             f"collectors; pass a multiple of {n}")
+        self.frames_per_batch = frames_per_batch
+        self._frames_per_worker = frames_per_batch // n if sync else frames_per_batch
+        self.total_frames = total_frames
+        self._sync = sync
+        self.policy = policy
+        self.postproc = postproc
+        self.split_trajs = bool(split_trajs)
+        self.update_after_each_batch = bool(update_after_each_batch)
+        self.launcher = launcher
+        self.slurm_kwargs = slurm_kwargs
+        self.visible_devices = visible_devices
+        self.tensorpipe_options = tensorpipe_options
+        self.master_addr = master_addr
+        self._local = launcher == "mp" and master_addr is None
+        self._host = master_addr or LOOPBACK
+        self.num_workers_per_collector = num_workers_per_collector
+        self._weights = WorkerWeights(n, max_interval=0 if update_after_each_batch else max_weight_update_interval)
+        self._deadlines = WorkerDeadlines(n, timeout=self.worker_timeout)
+        self._events: queue.Queue = queue.Queue()
+        self._ready: deque = deque()
+        self._busy: set[int] = set()
+        self._failure: RemoteCollectorError | None = None
+        self._frames = 0
+        self._iter = 0
+        self._seed: tuple[int, bool] | None = None
+        self._w_layout = None
+        self._hook_started = False
+        self._key = uuid.uuid4().hex[:12]
+        self._launcher = None
+        self._store = None
+        self._infos: list[dict] = []
+        self._awaiting: dict[int, str] = {}  # worker -> the store key being waited for
+        self._dead: dict[int, int | None] = {}  # worker -> exit code, once its process ended
+        self.weight_updater = self._resolve_updater(weight_updater, owner)
+
+        common = {"frames_per_batch": self._frames_per_worker, "total_frames": -1,
+                  "max_frames_per_traj": None if max_frames_per_traj in (None, -1) else max_frames_per_traj,
+                  "init_random_frames": None if init_random_frames in (None, -1) else init_random_frames,
+                  "reset_at_each_iter": reset_at_each_iter, "exploration_type": exploration_type,
+                  **collector_options}
+        multi = not issubclass(self.collector_class, Collector)
+        self._specs = []
+        for i in range(n):
+            kwargs = dict(common)
+            for name in ("device", "storing_device", "env_device", "policy_device"):
+                if lists[name][i] is not None:
+                    kwargs[name] = lists[name][i]
+            kwargs.update(lists["collector_kwargs"][i] or {})
+            fn = lists["create_env_fn"][i]
+            if num_workers_per_collector > 1 or multi:
+                if isinstance(fn, EnvBase):
+                    raise TypeError(f"{owner}: with num_workers_per_collector > 1 or a multi-process collector_class, "
+                                    "create_env_fn must be callables, not env instances")
+                fn = [fn] * num_workers_per_collector
+            kwargs["create_env_fn"] = fn
+            if lists["policy_factory"][i] is not None:
+                kwargs["policy_factory"] = lists["policy_factory"][i]
+            self._specs.append({"idx": i, "kwargs": kwargs, "collector_class": self.collector_class,
+                                "policy": policy if lists["policy_factory"][i] is None else None})
+        self._closed = False
+        try:
+            self._start(tcp_port)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # ---- construction ------------------------------------------------------------------------------
+    def _check_schemes(self, schemes, owner) -> None:
+        raise NotImplementedError
+
+    def _resolve_updater(self, updater, owner):
+        from reap_rpc.weight_sync import RemoteWeightUpdater
+
+        if updater is None:
+            updater = RemoteWeightUpdater()
+        elif isinstance(updater, type):
+            updater = updater()
+        if not isinstance(updater, RemoteWeightUpdater):
+            name = type(updater).__name__ if isinstance(updater, WeightUpdaterBase) else repr(updater)
+            raise TypeError(f"{owner}: weight_updater must be a {RemoteWeightUpdater.__name__} "
+                            f"(RPCWeightUpdater / DistributedWeightUpdater), got {name}")
+        updater.register_collector(self)
+        return updater
+
+    def _start(self, tcp_port) -> None:
+        if self.launcher == "torchrun":
+            from reap_rpc.torchrun import start_torchrun
+
+            start_torchrun(self, tcp_port)
+            return
+        if self.launcher == "submitit":
+            from reap_rpc.submitit import start_submitit
+
+            start_submitit(self, tcp_port)
+            return
+        self._open_store(self._host, tcp_port or 0)
+        self._launcher = ProcessLauncher(self._on_death)
+        self._launcher.start([self._worker_spec(i) for i in range(self.num_collectors)])
+        self._connect()
+
+    def _open_store(self, host: str, port: int) -> None:
+        store, self.tcp_port = open_store(host, port, self.start_timeout)
+        self._server = store
+        self._store = dist.PrefixStore(f"reap/{self._key}", store)
+
+    def _worker_spec(self, i: int) -> dict:
+        env = {"TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"} if self._local else {}
+        return {**self._specs[i], "key": self._key, "host": self._host, "port": self.tcp_port,
+                "world_size": self.num_collectors + 1, "transport": self._transport, "env": env,
+                "timeout": self.start_timeout, "local": self._local,
+                "bind_host": LOOPBACK if self._local else None, "tensorpipe_options": self.tensorpipe_options,
+                "rpc_counter": self._rpc_counter()}
+
+    def _rpc_counter(self):
+        return None
+
+    def _connect(self) -> None:
+        """Wait until every worker built its collector, then start the transport."""
+        deadline = time.monotonic() + self.start_timeout
+        infos = []
+        for i in range(self.num_collectors):
+            value = self._await(i, f"ready/{i}", max(0.0, deadline - time.monotonic()), "was not ready")
+            if value is DEAD:
+                raise self._error(i, "failed to start")
+            infos.append(pickle.loads(value))
+        self._infos = infos
+        self._w_layout = infos[0]["weights_layout"]
+        self._start_transport()
+
+    def _await(self, idx: int, key: str, timeout: float, what: str):
+        """Block until worker ``idx`` sets ``key`` (its value), or it dies (:data:`DEAD`), or
+        ``timeout`` s pass (an error naming ``what``). A death sets the key being awaited, so
+        this never polls."""
+        self._awaiting[idx] = key
+        try:
+            if idx in self._dead:
+                return DEAD
+            try:
+                self._store.wait([key], _td(timeout))
+            except dist.DistStoreError:
+                if self._store is not None and self._store.check([key]):
+                    pass
+                elif idx in self._dead:
+                    return DEAD
+                else:
+                    raise self._fail(RemoteCollectorError(
+                        f"{self._owner}: worker {idx} (rank {idx + 1}) {what} within {timeout:g} s", worker_idx=idx)) from None
+            value = self._store.get(key)
+            return DEAD if value == DEAD_MARK else value
+        finally:
+            self._awaiting.pop(idx, None)
+
+    def _start_transport(self) -> None:
+        raise NotImplementedError
+
+    # ---- properties ---------------------------------------------------------------------------------
+    @property
+    def num_collectors(self) -> int:
+        return len(self._specs)
+
+    num_workers = num_collectors
+
+    @property
+    def frames(self) -> int:
+        return self._frames
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The workers' process ids, by worker index."""
+        return [info["pid"] for info in self._infos]
+
+    def _check_open(self) -> None:
+        super()._check_open()
+        if self._failure is not None:
+            raise self._failure
+
+    # ---- faults -------------------------------------------------------------------------------------
+    def _on_death(self, idx: int, exitcode) -> None:
+        self._dead[idx] = exitcode
+        self._events.put((idx, "died", exitcode))
+        self._release(idx)
+
+    def _release(self, idx: int) -> None:
+        """Wake whoever awaits a key of worker ``idx`` (it is dead, or we are shutting down)."""
+        key = self._awaiting.get(idx)
+        if key is not None and self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.set(key, DEAD_MARK)
+
+    def _error(self, idx: int, what: str, *, exitcode=None, detail: str | None = None) -> RemoteCollectorError:
+        """The error for worker ``idx``: its own report (text, traceback) when it wrote one."""
+        text, tb = None, None
+        with contextlib.suppress(Exception):
+            if self._store is not None and self._store.check([f"err/{idx}"]):
+                text, tb = pickle.loads(self._store.get(f"err/{idx}"))
+        if exitcode is None and self._launcher is not None:
+            exitcode = self._launcher.exitcode(idx, wait=0.5 if text is None else 0.0)
+        parts = [f"{self._owner}: worker {idx} (rank {idx + 1}) {what}"]
+        if text is not None:
+            parts.append(f": {text}")
+        elif detail:
+            parts.append(f": {detail}")
+        if exitcode is not None:
+            parts.append(f" (its process ended: {describe_exit(exitcode)})")
+        message = "".join(parts)
+        if tb:
+            message += f"\n\nworker {idx} traceback:\n{tb}"
+        err = RemoteCollectorError(message, worker_idx=idx, exitcode=exitcode, remote_traceback=tb)
+        return err
+
+    def _fail(self, err: RemoteCollectorError) -> RemoteCollectorError:
+        self._failure = err
+        return err
+
+    # ---- weights ------------------------------------------------------------------------------------
+    def update_policy_weights_(self, policy_or_weights=None, *, worker_ids=None, model_id=None,
+                               weights_dict=None, **kwargs) -> None:
+        """Send new weights to every worker (or to ``worker_ids``, 0-based) with its next request.
+
+        Accepts a module, a TensorDict, a state dict, ``weights_dict={"policy": ...}`` or the
+        keywords ``policy=``/``weights=``; with none, the central ``policy`` is the source. A
+        worker loads them before its next rollout, never during one.
+        """
+        weights = weights_from_update_args(policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs)
+        self.weight_updater.push_weights(weights, worker_ids=worker_ids)
+
+    def _push_weights(self, weights, worker_ids) -> None:
+        self._check_open()
+        ids = self._worker_ids(worker_ids)
+        if weights is None:
+            weights = self.policy
+        if weights is None:  # policy_factory and no central policy: nothing to send yet
+            return
+        if self._w_layout is not None:
+            try:
+                weights = match_weights(self._w_layout, weights)
+            except ValueError as exc:
+                raise ValueError(f"update_policy_weights_: {exc}") from None
+        self._weights.push(self._pack_weights(weights), ids)
+
+    def _pack_weights(self, weights):
+        raise NotImplementedError
+
+    def _worker_ids(self, worker_ids) -> list[int]:
+        n = self.num_collectors
+        if worker_ids is None:
+            return list(range(n))
+        ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
+        for i in ids:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+                raise ValueError(f"update_policy_weights_: worker_ids must be 0-based worker indices in [0, {n}), "
+                                 f"got {worker_ids!r}")
+        return ids
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def _submit(self, idx: int) -> None:
+        if self.policy is not None and self._weights.due([idx]):
+            self._push_weights(self.policy, [idx])
+        payload, version = self._weights.next_request(idx)
+        self._deadlines.asked(idx)
+        self._busy.add(idx)
+        self._send_collect(idx, payload, version)
+
+    def _send_collect(self, idx: int, payload, version: int) -> None:
+        raise NotImplementedError
+
+    def _receive(self, idx: int, kind: str, payload):
+        """A transport event -> the batch, or raise the worker's error."""
+        raise NotImplementedError
+
+    def _next_result(self):
+        if self._ready:
+            return self._ready.popleft()
+        while True:
+            deadline = self._deadlines.next_deadline()
+            if deadline is None:
+                raise RuntimeError(f"{self._owner}: no request in flight (internal error)")
+            try:
+                idx, kind, payload = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                overdue = self._deadlines.overdue()
+                if overdue:
+                    i = overdue[0]
+                    raise self._fail(self._error(
+                        i, f"delivered no batch for {self._deadlines.waited(i):.1f} s (worker_timeout="
+                           f"{self.worker_timeout:g} s): it is hung or far slower than expected; raise "
+                           "worker_timeout if its batches are that slow")) from None
+                continue
+            if kind == "died":
+                raise self._fail(self._error(idx, "died", exitcode=payload))
+            try:
+                batch = self._receive(idx, kind, payload)
+            except RemoteCollectorError as err:
+                raise self._fail(err) from None
+            self._deadlines.delivered(idx)
+            self._weights.delivered(idx)
+            self._busy.discard(idx)
+            return idx, batch
+
+    # ---- iteration ----------------------------------------------------------------------------------
+    def _more(self, extra: int = 0) -> bool:
+        return self.total_frames == -1 or self._frames + extra < self.total_frames
+
+    def _in_flight_frames(self) -> int:
+        return (len(self._busy) + len(self._ready)) * self._frames_per_worker
+
+    def _finish(self, batch):
+        if self.split_trajs:
+            batch = split_trajectories(batch)
+        if self.postproc is not None:
+            batch = self.postproc(batch)
+        return batch
+
+    def iterator(self):
+        self._check_open()
+        if not self._hook_started:
+            self._hook_started = True
+            hook().reap_collector_start(collector=self, worker_idx=-1)
+        yield from (self._sync_iterator() if self._sync else self._async_iterator())
+
+    def _sync_iterator(self):
+        n = self.num_collectors
+        while self._more():
+            self._check_open()
+            pending = {i for i, _ in self._ready} | self._busy
+            for i in range(n):
+                if i not in pending:
+                    self._submit(i)
+            results = {}
+            while len(results) < n:
+                idx, batch = self._next_result()
+                results[idx] = batch
+            parts = [results[i] for i in range(n)]
+            batch = torch.stack(parts, 0) if self._combine == "stack" else torch.cat(parts, 0)
+            self._frames += batch.numel()
+            self._iter += 1
+            yield self._finish(batch)
+
+    def _async_iterator(self):
+        pending = {i for i, _ in self._ready} | self._busy
+        for i in range(self.num_collectors):
+            if i not in pending and self._more(self._in_flight_frames()):
+                self._submit(i)
+        while self._more():
+            self._check_open()
+            idx, batch = self._next_result()
+            self._frames += batch.numel()
+            self._iter += 1
+            if self.update_after_each_batch:  # the trainer's step first, then the new weights go
+                yield self._finish(batch)
+                if not self._closed and self._more(self._in_flight_frames()):
+                    self._submit(idx)
+                continue
+            if self._more(self._in_flight_frames()):
+                self._submit(idx)
+            yield self._finish(batch)
+
+    @contextlib.contextmanager
+    def pause(self):
+        """Drain the requests in flight (their batches are kept for the next iteration): inside
+        the block no worker collects."""
+        self._check_open()
+        self._drain()
+        yield None
+
+    def _drain(self) -> None:
+        while self._busy:
+            self._ready.append(self._next_result())
+
+    # ---- control ------------------------------------------------------------------------------------
+    def _call_all(self, method: str, args_for) -> list:
+        self._check_open()
+        self._drain()
+        return [self._call(i, method, args_for(i)) for i in range(self.num_collectors)]
+
+    def _call(self, idx: int, method: str, args: tuple):
+        raise NotImplementedError
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> list:
+        """Seed every worker (worker ``i`` gets :func:`worker_seed` ``(seed, i)`` unless
+        ``static_seed``); returns their answers."""
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
+        self._seed = (seed, static_seed)
+        return self._call_all("set_seed", lambda i: (seed if static_seed else worker_seed(seed, i), static_seed))
+
+    def state_dict(self) -> list[dict]:
+        """One state dict per worker (TorchRL's layout)."""
+        return self._call_all("state_dict", lambda i: ())
+
+    def load_state_dict(self, state_dict) -> None:
+        """Load a list with one state per worker (or one state for all)."""
+        states = state_dict if isinstance(state_dict, list) else [state_dict] * self.num_collectors
+        if len(states) != self.num_collectors:
+            raise ValueError(f"load_state_dict: got {len(states)} states for {self.num_collectors} collectors")
+        self._call_all("load_state_dict", lambda i: (states[i],))
+
+    def _forward_plugin_options(self, name: str, options) -> None:
+        if not self._closed:
+            self._call_all("set_plugin_options", lambda i: (name, options_for_worker(options, i)))
+
+    def worker_plugin_reports(self, name: str) -> list:
+        return self._call_all("plugin_report", lambda i: (name,))
+
+    # ---- shutdown -----------------------------------------------------------------------------------
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Stop every worker, the transport (RPC agent, process group) and the store; waits at
+        most ``timeout`` s (default 10) for the workers to leave before killing them."""
+        if self.__dict__.get("_closed", True):
+            return
+        self._closed = True
+        grace = 10.0 if timeout is None else float(timeout)
+        try:
+            hook().reap_collector_shutdown(collector=self, worker_idx=-1)
+        finally:
+            try:
+                self._stop_transport(grace)
+                for idx in list(self._awaiting):
+                    self._release(idx)
+            finally:
+                if self._launcher is not None:
+                    self._launcher.stop(grace)
+                self._close_transport()
+                self._store = self._server = None
+                gc.collect()
+
+    def _stop_transport(self, grace: float) -> None:
+        """Ask the workers to leave."""
+
+    def _close_transport(self) -> None:
+        """Release the driver's side of the transport once the workers are gone."""
+
+    def __repr__(self) -> str:
+        d = self.__dict__
+        return (f"{type(self).__name__}(num_collectors={len(d.get('_specs', []))}, sync={d.get('_sync')}, "
+                f"frames_per_batch={d.get('frames_per_batch')}, total_frames={d.get('total_frames')}, "
+                f"frames={d.get('_frames', 0)})")
+
+
+def _td(seconds: float):
+    import datetime
+
+    return datetime.timedelta(seconds=seconds)
+
+
+__all__ = ["RemoteCollector", "RemoteCollectorError", "resolve_collector_class", "worker_seed"]

@@ -1,0 +1,102 @@
+"""Starting, watching and stopping the worker processes of ``launcher="mp"``.
+
+Each worker is a ``spawn``-ed process (never a daemon: a worker may run a multi-process
+collector of its own); its specification travels cloudpickled (lambdas included). Only the
+child's environment receives the loopback pins (``TP_SOCKET_IFNAME``, ``GLOO_SOCKET_IFNAME``):
+the caller's ``os.environ`` is never written. A watcher thread blocks on the processes'
+sentinels and reports each death at once.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import pickle
+import signal
+import threading
+import time
+
+import cloudpickle
+
+from reap_rpc._worker import worker_main
+
+
+def _child(payload: bytes) -> None:
+    worker_main(pickle.loads(payload))
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """``exit code 1`` / ``killed by SIGKILL``."""
+    if exitcode is None:
+        return "still running"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+class ProcessLauncher:
+    """The worker processes of one collector, and a thread reporting their deaths."""
+
+    def __init__(self, on_death):
+        self._ctx = multiprocessing.get_context("spawn")
+        self.procs: list = []
+        self._on_death = on_death
+        self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
+        self._thread = None
+        self._stopping = False
+
+    def start(self, specs: list[dict]) -> None:
+        for spec in specs:
+            proc = self._ctx.Process(target=_child, args=(cloudpickle.dumps(spec),),
+                                     name=f"reap-rpc-worker-{spec['idx']}", daemon=False)
+            proc.start()
+            self.procs.append(proc)
+        self._thread = threading.Thread(target=self._watch, name="reap-rpc-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        waiting = {p.sentinel: i for i, p in enumerate(self.procs)}
+        while waiting:
+            ready = multiprocessing.connection.wait([self._wake_r, *waiting])
+            if self._wake_r in ready or self._stopping:
+                return
+            for sentinel in ready:
+                idx = waiting.pop(sentinel)
+                self.procs[idx].join(0)
+                self._on_death(idx, self.procs[idx].exitcode)
+
+    def exitcode(self, idx: int, wait: float = 0.0) -> int | None:
+        proc = self.procs[idx]
+        proc.join(wait)
+        return proc.exitcode
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def stop(self, grace: float) -> None:
+        """Let the workers leave on their own for ``grace`` s, then terminate, then kill."""
+        self._stopping = True
+        try:
+            self._wake_w.send(None)
+        except OSError:
+            pass
+        deadline = time.monotonic() + max(grace, 0.1)
+        for proc in self.procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self.procs:
+            proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5.0)
+        if self._thread is not None:
+            self._thread.join(5.0)
+        for proc in self.procs:
+            proc.close()
+        self._wake_r.close()
+        self._wake_w.close()

@@ -1,0 +1,209 @@
+"""The worker side: one process (one rank) that runs a reap collector for the driver.
+
+:func:`worker_main` is what ``launcher="mp"`` starts in each process and what
+:func:`reap_rpc.serve` runs on a ``torchrun`` rank. It connects to the driver's store, builds a
+:class:`~reap.collectors.worker.CollectorWorker` (weights loaded only between rollouts, batches
+tagged with their weights' version and the worker's id), tells the driver it is ready (its pid,
+its policy's weight layout) and serves:
+
+* ``transport="rpc"``: starts its TensorPipe RPC agent; the driver calls :func:`_rpc_collect`
+  and :func:`_rpc_call` on it until it sets the ``stop`` key.
+* ``transport="gloo"``: reads numbered commands from the store; a batch goes back to rank 0
+  as one gloo message (the first one through the store, with its layout), new weights come
+  from rank 0 as one gloo message before the rollout that uses them.
+
+An exception is written to the store (``err/<idx>``: text and traceback) and sent down the
+channel the driver is waiting on, and the process exits with status 1. A worker leaves as soon
+as its driver is gone (its wait on the driver's store fails).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from reap_rpc._flat import FlatLayout
+from reap_rpc._rendezvous import connect_store, gloo_group, init_rpc_agent
+
+TAG_DATA, TAG_WEIGHTS = 1, 2
+_WORKER = None  # the CollectorWorker of this process (RPC calls reach it here)
+
+
+def worker_name(idx: int) -> str:
+    return f"reap_worker_{idx}"
+
+
+def _build(spec: dict):
+    from reap.collectors.collector import Collector
+    from reap.collectors.trajectories import TrajIdCounter
+    from reap.collectors.worker import CollectorWorker
+
+    kwargs = dict(spec["kwargs"])
+    if spec.get("policy") is not None:
+        kwargs["policy"] = spec["policy"]
+    cls = spec["collector_class"]
+    if issubclass(cls, Collector):
+        kwargs.setdefault("worker_idx", spec["idx"])
+        # trajectory ids distinct across workers: worker i counts from i * 2**40
+        kwargs.setdefault("traj_id_counter", TrajIdCounter(spec["idx"] << 40))
+    return CollectorWorker(spec["idx"], cls(**kwargs))
+
+
+def _ready_info(worker) -> dict:
+    from reap.weight_update import as_weights
+
+    policy = getattr(worker.collector, "policy", None)
+    layout = as_weights(policy).to("meta") if isinstance(policy, torch.nn.Module) else None
+    return {"pid": os.getpid(), "host": os.uname().nodename, "weights_layout": layout}
+
+
+def _report(store, idx: int, exc: BaseException, worker=None) -> None:
+    from reap.collectors.worker import format_worker_error
+
+    text, tb = worker.format_error(exc) if worker is not None else format_worker_error(exc, idx)
+    try:
+        store.set(f"err/{idx}", pickle.dumps((text, tb)))
+    except Exception:  # the driver is gone: nothing to tell
+        pass
+
+
+#: How long a worker waits for its next command: as long as its driver lives. The wait ends
+#: at once when the driver's store (in the driver's process) goes away.
+IDLE = datetime.timedelta(days=7)
+
+
+def _wait_key(store, key: str) -> bool:
+    """Block until ``key`` is set (True) or the driver is gone (False); never polls."""
+    try:
+        store.wait([key], IDLE)
+        return True
+    except (dist.DistError, RuntimeError):
+        return False
+
+
+def worker_main(spec: dict) -> None:
+    """Entry point of a worker process (``launcher="mp"``) or rank (``reap_rpc.serve``)."""
+    os.environ.update(spec.get("env") or {})  # this process's own environment (loopback pins)
+    store = dist.PrefixStore(f"reap/{spec['key']}", connect_store(spec["host"], spec["port"], spec["timeout"]))
+    code = _serve(spec, store)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown racing the agents' threads
+
+
+def _serve(spec: dict, store) -> int:
+    global _WORKER
+    idx = spec["idx"]
+    try:
+        worker = _build(spec)
+    except BaseException as exc:
+        _report(store, idx, exc)
+        return 1
+    _WORKER = worker
+    try:
+        store.set(f"ready/{idx}", pickle.dumps(_ready_info(worker)))
+        if spec["transport"] == "rpc":
+            return _serve_rpc(spec, store, worker)
+        return _serve_gloo(spec, store, worker)
+    except BaseException as exc:
+        _report(store, idx, exc, worker)
+        return 1
+    finally:
+        try:
+            worker.close()
+        except Exception:
+            pass
+
+
+# ---- RPC --------------------------------------------------------------------------------------------
+def _rpc_collect(weights, version: int):
+    """Called by the driver through RPC: load ``weights`` (if any) between rollouts, collect one batch."""
+    worker = _WORKER
+    try:
+        if weights is not None:
+            worker.receive_weights(weights, version)
+        return worker.collect()
+    except BaseException as exc:
+        text, tb = worker.format_error(exc)
+        raise RuntimeError(f"{text}\n{tb}") from None
+
+
+def _rpc_call(method: str, args: tuple):
+    worker = _WORKER
+    try:
+        return getattr(worker, method)(*args)
+    except BaseException as exc:
+        text, tb = worker.format_error(exc)
+        raise RuntimeError(f"{text}\n{tb}") from None
+
+
+def _serve_rpc(spec, store, worker) -> int:
+    from torch.distributed import rpc
+
+    init_rpc_agent(store, worker_name(spec["idx"]), spec["idx"] + 1, spec["world_size"], local=spec["local"],
+                   timeout=spec["timeout"], key=spec["key"], options=spec.get("tensorpipe_options"),
+                   counter=spec.get("rpc_counter"))
+    try:
+        _wait_key(store, "stop")
+    finally:
+        rpc.shutdown(graceful=False)
+    return 0
+
+
+# ---- gloo -------------------------------------------------------------------------------------------
+def _serve_gloo(spec, store, worker) -> int:
+    idx, rank = spec["idx"], spec["idx"] + 1
+    pg = gloo_group(store, rank, spec["world_size"], host=spec["bind_host"], timeout=spec["timeout"])
+    info = _ready_info(worker)
+    w_layout = FlatLayout.of(info["weights_layout"]) if info["weights_layout"] is not None else None
+    w_buf = w_layout.empty() if w_layout is not None else None
+    out_layout = out_buf = None
+    seq = 0
+    while True:
+        key = f"cmd/{idx}/{seq}"
+        if not _wait_key(store, key):
+            return 0
+        cmd = pickle.loads(store.get(key))
+        store.delete_key(key)
+        seq += 1
+        op = cmd[0]
+        if op == "stop":
+            return 0
+        if op == "collect":
+            _, version, has_weights = cmd
+            try:
+                if has_weights:
+                    pg.recv([w_buf], 0, TAG_WEIGHTS).wait()
+                    worker.receive_weights(w_layout.unpack(w_buf), version)
+                batch = worker.collect()
+            except BaseException as exc:
+                _report(store, idx, exc, worker)
+                if out_buf is None:
+                    store.set(f"first/{idx}", pickle.dumps(None))
+                else:
+                    FlatLayout.mark_failed(out_buf)
+                    pg.send([out_buf], 0, TAG_DATA).wait()
+                time.sleep(0.5)  # let the message leave before the process does
+                return 1
+            if out_layout is None:
+                out_layout = FlatLayout.of(batch)
+                out_buf = out_layout.empty()
+                store.set(f"first/{idx}", pickle.dumps(batch))
+            else:
+                out_layout.pack(batch, out_buf)
+                pg.send([out_buf], 0, TAG_DATA).wait()
+        elif op == "call":
+            _, method, args = cmd
+            try:
+                result = ("ok", getattr(worker, method)(*args))
+            except BaseException as exc:
+                result = ("error", worker.format_error(exc))
+            store.set(f"res/{idx}/{seq - 1}", pickle.dumps(result))
+        else:
+            raise RuntimeError(f"unknown command {op!r}")

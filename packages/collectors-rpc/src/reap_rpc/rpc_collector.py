@@ -1,0 +1,137 @@
+"""``RPCCollector``: remote reap collectors driven through ``torch.distributed.rpc``.
+
+The driver (rank 0) calls each worker's collect function with ``rpc_async``; the batch comes
+back as the RPC's result (TensorPipe moves the tensors; on one machine through shared memory,
+with no TCP listener but the store's on 127.0.0.1). New weights ride with the worker's next
+call. One RPC agent per process: a second ``RPCCollector`` may be built once the first is shut
+down, not while it runs.
+"""
+
+from __future__ import annotations
+
+from reap_rpc._driver import RemoteCollector, RemoteCollectorError
+from reap_rpc._rendezvous import DRIVER_NAME, init_rpc_agent, rpc_agent_running, rpc_init_counter
+from reap_rpc._worker import _rpc_call, _rpc_collect, worker_name
+from reap_rpc.weight_sync import RPCWeightSyncScheme
+
+_ACTIVE = None  # the RPCCollector whose agent runs in this process
+
+
+class RPCCollector(RemoteCollector):
+    """Collect with reap collectors in worker processes driven by ``torch.distributed.rpc``.
+
+    Arguments follow TorchRL's ``RPCCollector``: ``create_env_fn`` (an env, a callable or one
+    per collector), ``policy`` or ``policy_factory``, ``frames_per_batch``, ``total_frames``,
+    the devices, ``max_frames_per_traj``, ``init_random_frames``, ``reset_at_each_iter``,
+    ``postproc`` and ``split_trajs`` (applied here, on the driver), ``exploration_type``,
+    ``collector_class`` (reap's ``Collector``, ``MultiSyncCollector``, ``MultiAsyncCollector``, a
+    subclass, or ``"single"``/``"sync"``/``"async"``), ``collector_kwargs``,
+    ``num_workers_per_collector``, ``sync`` (default False: each worker's batch as it arrives;
+    True: the workers' batches concatenated along the first dim, TorchRL's layout),
+    ``update_after_each_batch``, ``max_weight_update_interval`` (no worker collects more than
+    ``k`` batches after its last update: it is sent the central policy when due),
+    ``tensorpipe_options``, ``launcher`` (``"mp"``, reap's default: worker processes on this
+    machine; ``"torchrun"``; ``"submitit"``), ``tcp_port`` (the store's port; none: a free one),
+    ``slurm_kwargs``, ``visible_devices``, and ``num_collectors`` (else inferred from the lists).
+
+    reap adds, keyword-only: ``master_addr`` (the address every rank reaches the driver at;
+    default 127.0.0.1, where everything binds), ``worker_timeout`` (seconds a worker may take
+    per batch before it is reported hung, default 60) and ``start_timeout`` (seconds for the
+    workers to start and every rendezvous, default 120).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict.nn import TensorDictModule
+        >>> from reap import GymEnv, RPCCollector
+        >>> policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+        >>> with RPCCollector([lambda: GymEnv("Pendulum-v1", num_envs=4)] * 2, policy,
+        ...                   frames_per_batch=64, total_frames=128, sync=True) as collector:
+        ...     for batch in collector:
+        ...         print(batch.batch_size)  # 2 workers x 4 envs, 8 steps
+        ...         collector.update_policy_weights_(policy)
+        torch.Size([8, 8])
+        torch.Size([8, 8])
+    """
+
+    _transport = "rpc"
+    _combine = "cat"
+
+    def _check_schemes(self, schemes, owner) -> None:
+        scheme = schemes.get("policy") if isinstance(schemes, dict) else None
+        if not isinstance(schemes, dict) or set(schemes) - {"policy"} or not (
+                scheme == "rpc" or isinstance(scheme, RPCWeightSyncScheme)):
+            raise ValueError(f"{owner}: weight_sync_schemes must be {{'policy': RPCWeightSyncScheme()}}, got {schemes!r}")
+
+    def _start(self, tcp_port) -> None:
+        global _ACTIVE
+        if _ACTIVE is not None or rpc_agent_running():
+            raise RuntimeError(
+                "RPCCollector: this process already runs an RPC agent (another RPCCollector that was not "
+                "shut down, or torch.distributed.rpc.init_rpc); call shutdown() on it first")
+        self._counter = rpc_init_counter()
+        _ACTIVE = self
+        self._agent = False
+        super()._start(tcp_port)
+
+    def _rpc_counter(self):
+        return self._counter
+
+    def _start_transport(self) -> None:
+        init_rpc_agent(self._store, DRIVER_NAME, 0, self.num_collectors + 1, local=self._local,
+                       timeout=self.start_timeout, key=self._key, options=self.tensorpipe_options)
+        self._agent = True
+
+    def _pack_weights(self, weights):
+        return RPCWeightSyncScheme.pack(weights)
+
+    def _send_collect(self, idx: int, payload, version: int) -> None:
+        from torch.distributed import rpc
+
+        fut = rpc.rpc_async(worker_name(idx), _rpc_collect, args=(payload, version),
+                            timeout=self.worker_timeout + 10.0)
+        fut.add_done_callback(lambda f, i=idx: self._events.put((i, "rpc", f)))
+
+    def _receive(self, idx: int, kind: str, payload):
+        try:
+            return payload.wait()
+        except Exception as exc:
+            raise self._rpc_error(idx, exc) from None
+
+    def _rpc_error(self, idx, exc) -> RemoteCollectorError:
+        message = str(exc)
+        marker = f"collector worker {idx} raised"
+        if marker in message:  # the worker's own report: text, then its traceback
+            text, _, tb = message[message.index(marker):].partition("\n")
+            return RemoteCollectorError(f"{self._owner}: worker {idx} (rank {idx + 1}) raised: {text}\n\n"
+                                        f"worker {idx} traceback:\n{tb}", worker_idx=idx, remote_traceback=tb)
+        return self._error(idx, "failed", detail=f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}")
+
+    def _call(self, idx: int, method: str, args: tuple):
+        from torch.distributed import rpc
+
+        try:
+            return rpc.rpc_sync(worker_name(idx), _rpc_call, args=(method, args), timeout=self.worker_timeout)
+        except Exception as exc:
+            raise self._fail(self._rpc_error(idx, exc)) from None
+
+    def _stop_transport(self, grace: float) -> None:
+        if self._store is not None:
+            try:
+                self._store.set("stop", b"1")
+            except Exception:
+                pass
+
+    def _close_transport(self) -> None:
+        global _ACTIVE
+        from torch.distributed import rpc
+
+        try:
+            if self.__dict__.get("_agent"):
+                self._agent = False
+                rpc.shutdown(graceful=False)
+        finally:
+            if _ACTIVE is self:
+                _ACTIVE = None
+
+
+__all__ = ["RPCCollector"]
