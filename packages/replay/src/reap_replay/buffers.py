@@ -45,6 +45,7 @@ from reap_replay.samplers import (
     priority_of,
 )
 from reap_replay.storages import LazyMemmapStorage, ListStorage, Storage, TensorStorage
+from reap_replay.torchrl_checkpoint import is_torchrl_checkpoint, read_torchrl_checkpoint
 from reap_replay.writers import RoundRobinWriter, TensorDictMaxValueWriter, Writer
 
 __all__ = [
@@ -501,6 +502,10 @@ class ReplayBuffer:
     def loads(self, path, *, verify_checksum: bool = True) -> None:
         """Loads a checkpoint written by :meth:`dumps` into this buffer, all or nothing.
 
+        A directory written by TorchRL's ``ReplayBuffer.dumps`` loads too (data, the
+        prioritized or without-replacement sampler's state, the write cursor), without
+        unpickling anything: see :mod:`reap_replay.torchrl_checkpoint` for what is skipped.
+
         The buffer must have the same kinds of storage, sampler and writer and the same
         ``max_size`` (and, if its storage holds data, the same entries). Everything is read and
         checked before anything changes: a missing, torn, foreign, corrupt or inconsistent
@@ -516,7 +521,12 @@ class ReplayBuffer:
         if not isinstance(verify_checksum, bool):
             raise TypeError(f"verify_checksum must be True or False, got verify_checksum={verify_checksum!r}")
         path = Path(path)
-        meta, tensors = ckpt.read_checkpoint(path, verify=verify_checksum)
+        if is_torchrl_checkpoint(path):  # TorchRL's dumps(): no checksums to verify
+            meta, tensors = read_torchrl_checkpoint(
+                path, self, drop_index=isinstance(self, TensorDictReplayBuffer))
+            verify_checksum = False
+        else:
+            meta, tensors = ckpt.read_checkpoint(path, verify=verify_checksum)
         with self._lock:
             apply = self._plan_load(path, meta, tensors, verify_checksum)
             apply()  # every value was checked: assignments and copies between equal layouts
