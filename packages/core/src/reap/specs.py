@@ -12,8 +12,8 @@ Examples:
     >>> spec.space.high
     tensor([2.])
 
-TorchRL's own modules (``ProbabilisticActor(spec=...)``, ``SafeModule``) type-check their spec:
-pass them ``spec.to_torchrl()``.
+TorchRL's ``ProbabilisticActor(spec=env.action_spec, ...)`` takes a reap spec as it is; modules
+that type-check their spec (``SafeModule``, ``safe=True``) take ``spec.to_torchrl()``.
 """
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ class TensorSpec:
         return clone
 
     def to_torchrl(self):
-        """The equivalent TorchRL spec, for TorchRL modules that take one.
+        """The equivalent TorchRL spec, for TorchRL modules that type-check theirs.
 
-        ``ProbabilisticActor(spec=env.action_spec.to_torchrl(), ...)``. Needs TorchRL installed.
+        ``SafeModule(..., spec=env.action_spec.to_torchrl(), safe=True)``. Needs TorchRL installed.
         """
         specs = _torchrl_specs()
         return getattr(specs, type(self).__name__)(shape=self.shape, dtype=self.dtype, device=self.device)

@@ -79,6 +79,7 @@ def check_env_specs(env, return_contiguous: bool = True, check_dtype: bool = Tru
                 problems.append(f"{key}: the specs say shape {tuple(f.shape)}, the rollout has {tuple(r.shape)}")
             if check_dtype and f.dtype != r.dtype:
                 problems.append(f"{key}: the specs say dtype {f.dtype}, the rollout has {r.dtype}")
+        problems.extend(_check_raw_outputs(env, check_dtype))
         action = real.get(env.action_key)
         if not env.action_spec.is_in(action):
             problems.append(f"{env.action_key!r}: the rollout's action is not in env.action_spec")
@@ -91,3 +92,32 @@ def check_env_specs(env, return_contiguous: bool = True, check_dtype: bool = Tru
 
 #: Names other packages register under TorchRL's ``torchrl.envs.utils`` path.
 __getattr__ = module_getattr(__name__)
+
+
+def _check_raw_outputs(env, check_dtype: bool) -> list[str]:
+    """What a TorchRL-style custom env's ``_reset``/``_step`` return, against its specs.
+
+    The array API writes those outputs into arrays shaped by the specs, where broadcasting or
+    casting could hide a mismatch.
+    """
+    from reap.envs.base import EnvBase
+
+    if type(env)._step_into is not EnvBase._step_into:
+        return []
+    specs = {**env.observation_spec, "reward": env.reward_spec, "done": env.done_spec["done"]}
+    problems = []
+    td = env._reset(TensorDict(batch_size=env.batch_size))
+    td = td.clone().set(env.action_key, env.action_spec.rand())
+    for where, out, keys in (("_reset", td, list(env.observation_spec.keys())),
+                             ("_step", env._step(td), list(specs))):
+        for key in keys:
+            if key not in out.keys():
+                problems.append(f"{key}: {where} does not return it")
+                continue
+            value, spec = out.get(key), specs[key]
+            if tuple(value.shape) != tuple(spec.shape):
+                problems.append(f"{key}: the specs say shape {tuple(spec.shape)}, {where} returns "
+                                f"{tuple(value.shape)}")
+            if check_dtype and value.dtype != spec.dtype:
+                problems.append(f"{key}: the specs say dtype {spec.dtype}, {where} returns {value.dtype}")
+    return problems

@@ -1,0 +1,159 @@
+"""TorchRL's env spec API on every reap env: what TorchRL examples build their actors from."""
+
+import functools
+
+import pytest
+import torch
+from tensordict import LazyStackedTensorDict
+
+import reap
+from reap import GymEnv, SerialEnv, TransformedEnv
+from reap.envs.utils import check_env_specs, step_mdp
+from reap.specs import Bounded, Categorical, Composite, Unbounded
+from reap_testing import CountingEnv
+
+
+def pendulum_envs():
+    from reap_mp import ParallelEnv
+
+    yield "GymEnv", lambda: GymEnv("Pendulum-v1"), ()
+    yield "GymEnv-vector", lambda: GymEnv("Pendulum-v1", num_envs=3), (3,)
+    yield "SerialEnv", lambda: SerialEnv(2, lambda: GymEnv("Pendulum-v1")), (2,)
+    yield "ParallelEnv", lambda: ParallelEnv(2, functools.partial(GymEnv, "Pendulum-v1")), (2,)
+    yield "TransformedEnv", lambda: TransformedEnv(GymEnv("Pendulum-v1"), reap.StepCounter()), ()
+
+
+ENVS = list(pendulum_envs())
+
+
+@pytest.mark.parametrize("name,make,batch", ENVS, ids=[e[0] for e in ENVS])
+def test_spec_api_on_every_env(name, make, batch):
+    env = make()
+    try:
+        assert env.batch_size == batch
+        assert env.action_spec.shape == (*batch, 1)
+        unbatched = env.action_spec_unbatched
+        assert isinstance(unbatched, Bounded) and unbatched.shape == (1,)
+        assert unbatched.space.low.tolist() == [-2.0] and unbatched.space.high.tolist() == [2.0]
+        assert env.action_spec.space.high.shape == (*batch, 1)
+        assert list(env.full_action_spec.keys()) == ["action"]
+        assert env.full_action_spec["action"] == env.action_spec
+        assert env.full_action_spec_unbatched["action"] == unbatched
+        assert env.observation_spec_unbatched["observation"].shape == (3,)
+        assert env.reward_spec.shape == (*batch, 1)
+        assert sorted(env.done_spec.keys()) == ["done", "terminated", "truncated"]
+        assert env.action_keys == ["action"] and env.reward_keys == ["reward"]
+        assert env.done_keys == ["done", "terminated", "truncated"]
+        action = env.action_spec.rand()
+        assert env.action_spec.is_in(action) and not env.action_spec.is_in(action + 10.0)
+        assert torch.equal(env.action_spec.zero(), torch.zeros(*batch, 1))
+        fake = env.fake_tensordict()
+        assert fake.batch_size == batch and fake["next", "reward"].shape == (*batch, 1)
+        step = env.rand_step()
+        assert set(step.keys(True, True)) == set(fake.keys(True, True))
+        check_env_specs(env)
+    finally:
+        env.close()
+
+
+def test_custom_env_and_transforms_have_the_spec_api():
+    env = CountingEnv()
+    assert env.action_spec_unbatched == Bounded(0.0, 2.0, shape=(1,))
+    assert env.observation_spec_unbatched == Composite(observation=Unbounded(shape=(1,)))
+    check_env_specs(env)
+    transformed = env.append_transform(reap.StepCounter())
+    assert isinstance(transformed, TransformedEnv) and transformed.base_env is env
+    transformed = transformed.insert_transform(0, reap.InitTracker())
+    assert [type(t).__name__ for t in transformed.transforms] == ["InitTracker", "StepCounter"]
+    assert sorted(transformed.fake_tensordict().keys()) == [
+        "action", "done", "is_init", "next", "observation", "step_count", "terminated", "truncated"]
+    check_env_specs(transformed)
+    cart = GymEnv("CartPole-v1", num_envs=2)
+    assert cart.action_spec_unbatched == Categorical(2)
+    assert cart.action_spec_unbatched.space.n == 2
+    check_env_specs(cart)
+
+
+def test_check_env_specs_names_what_is_wrong():
+    class Liar(CountingEnv):
+        def _step(self, td):
+            out = super()._step(td)
+            out["observation"] = out["observation"].double()
+            return out
+
+    class Liar2(CountingEnv):
+        def __init__(self):
+            super().__init__()
+            self.observation_spec = Composite(observation=Unbounded(shape=(2,)))
+
+    with pytest.raises(AssertionError, match=r"observation: the specs say shape \(2,\), _reset returns \(1,\)"):
+        check_env_specs(Liar2())
+    with pytest.raises(AssertionError, match="observation: the specs say dtype torch.float32, _step returns "
+                                             "torch.float64"):
+        check_env_specs(Liar())
+
+
+def test_rollout_keyword_arguments():
+    env = CountingEnv(limit=3.0)
+    ones = [torch.ones(1)] * 6
+    td = env.rollout(6, actions=ones)
+    assert td["next", "observation"].flatten().tolist() == [1.0, 2.0, 3.0]  # break_when_any_done
+    td = env.rollout(6, actions=ones, break_when_any_done=False)
+    assert td["next", "observation"].flatten().tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+    seen = []
+    env.rollout(3, actions=ones, callback=lambda e, t: seen.append(t["observation"].item()))
+    assert seen == [1.0, 2.0]
+    start = env.reset()
+    start["observation"] = torch.full((1,), 1.0)
+    env.count = start["observation"].clone()
+    td = env.rollout(1, actions=ones, auto_reset=False, tensordict=start)
+    assert td["next", "observation"].flatten().tolist() == [2.0]
+    td = env.rollout(2, actions=ones, set_truncated=True)
+    assert td["next", "truncated"].flatten().tolist() == [False, True]
+    lazy = env.rollout(2, actions=ones, return_contiguous=False)
+    assert isinstance(lazy, LazyStackedTensorDict)
+    policy = lambda t: t.set("action", torch.full((1,), 0.5))  # noqa: E731
+    assert env.rollout(2, policy)["action"].flatten().tolist() == [0.5, 0.5]
+    with pytest.raises(ValueError, match="auto_reset=False needs the initial tensordict"):
+        env.rollout(2, auto_reset=False)
+    with pytest.raises(ValueError, match="max_steps must be a positive int"):
+        env.rollout(0)
+    with pytest.raises(NotImplementedError, match="break_when_any_done=False"):
+        env.rollout(2, break_when_all_done=True)
+
+
+def test_step_mdp_moves_next_up():
+    td = CountingEnv().rollout(2, actions=[torch.ones(1)] * 2)[0]
+    out = step_mdp(td)
+    assert sorted(out.keys()) == ["done", "observation", "terminated", "truncated"]
+    assert out["observation"].item() == 1.0
+
+
+def test_torchrl_modules_take_a_reap_spec_through_to_torchrl():
+    torchrl_modules = pytest.importorskip("torchrl.modules")
+    torchrl_data = pytest.importorskip("torchrl.data")
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+
+    env = GymEnv("Pendulum-v1", num_envs=2)
+    spec = env.action_spec_unbatched.to_torchrl()
+    assert isinstance(spec, torchrl_data.Bounded)
+    assert torch.equal(spec.space.low, env.action_spec_unbatched.space.low)
+    net = TensorDictModule(torch.nn.Sequential(torch.nn.Linear(3, 2), NormalParamExtractor()),
+                           in_keys=["observation"], out_keys=["loc", "scale"])
+    for action_spec in (env.action_spec, env.action_spec.to_torchrl()):  # as the PPO tutorial builds it
+        actor = torchrl_modules.ProbabilisticActor(
+            net, spec=action_spec, in_keys=["loc", "scale"], distribution_class=torchrl_modules.TanhNormal,
+            distribution_kwargs={"low": env.action_spec_unbatched.space.low,
+                                 "high": env.action_spec_unbatched.space.high},
+            return_log_prob=True)
+        out = actor(env.reset())
+        assert env.action_spec.is_in(out["action"]) and out["action_log_prob"].shape == (2,)
+    with pytest.raises(TypeError, match="TensorSpec"):  # SafeModule type-checks: convert the spec
+        torchrl_modules.SafeModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"],
+                                   spec=env.action_spec, safe=True)
+    safe = torchrl_modules.SafeModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"],
+                                      spec=env.action_spec.to_torchrl(), safe=True)
+    assert env.action_spec.is_in(safe(env.reset())["action"])
+    composite = env.full_action_spec.to_torchrl()
+    assert isinstance(composite, torchrl_data.Composite) and composite["action"].shape == (2, 1)
+    assert Categorical(3).to_torchrl().n == 3
