@@ -8,6 +8,7 @@ are kept; those of installed packages are replaced by what they register now.
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import reap.export_hints
@@ -33,8 +34,20 @@ def render(table: dict[str, tuple[str, tuple[str, ...]]]) -> str:
     return HEADER + "EXPORT_HINTS = {\n" + "\n".join(lines) + "\n}\n"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def workspace_packages() -> set[str]:
+    """The distribution names of reap's own packages (``packages/*``), not third-party plugins."""
+    names = set()
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        names.add(tomllib.loads(pyproject.read_text())["project"]["name"])
+    return names
+
+
 def main() -> None:
-    fresh = plugin_exports()
+    ours = workspace_packages()
+    fresh = {dist: names for dist, names in plugin_exports().items() if dist in ours}
     table = {name: entry for name, entry in reap.export_hints.EXPORT_HINTS.items() if entry[0] not in fresh}
     for dist, names in fresh.items():
         for name, modules in names.items():

@@ -23,6 +23,8 @@ EXPORTS = {
     "DistributedWeightSyncScheme": "reap_rpc.weight_sync:DistributedWeightSyncScheme",
     "RPCWeightUpdater": "reap_rpc.weight_sync:RPCWeightUpdater",
     "DistributedWeightUpdater": "reap_rpc.weight_sync:DistributedWeightUpdater",
+    "PortInUseError": "reap_rpc._rendezvous:PortInUseError",
+    "serve": "reap_rpc.torchrun:serve",
 }
 #: TorchRL's module paths of each name (the error class is reap's own).
 MODULES = {
