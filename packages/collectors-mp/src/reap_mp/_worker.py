@@ -14,6 +14,10 @@ Protocol (tuples over the worker's pipe):
 * ``("close",)``, or the pipe closing: the worker shuts its collector down and exits.
 
 Any exception is sent back as ``("error", text, traceback)`` and ends the worker.
+
+What the worker does with its collector (weights only between rollouts, batch tags, seeds,
+plugin options) is reap-core's :class:`~reap.collectors.worker.CollectorWorker`, shared with
+the other backends; this module adds the pipe and the shared-memory slots.
 """
 
 from __future__ import annotations
@@ -21,9 +25,6 @@ from __future__ import annotations
 import torch
 
 from reap_mp._procs import worker_session
-
-WORKER_KEY = ("collector", "worker_id")
-VERSION_KEY = ("collector", "policy_version")
 
 
 class ReplicatedEnv:
@@ -42,6 +43,7 @@ class ReplicatedEnv:
 
 def collector_worker(idx, conn, payload, traj_counter, scheme_state):
     from reap.collectors.collector import Collector
+    from reap.collectors.worker import CollectorWorker
     from reap.plugins import hook
     from reap_mp.weight_sync import WeightSyncScheme
 
@@ -54,59 +56,48 @@ def collector_worker(idx, conn, payload, traj_counter, scheme_state):
             traj_id_counter=traj_counter, **spec["kwargs"],
         )
         closers.append(collector.shutdown)
-        for name, options in spec.get("plugin_options", {}).items():  # also after a restart
-            collector.set_plugin_options(name, options)
         collector.init_random_frames = spec["random_batches"] * collector.frames_per_batch
+        # weights arrive through the scheme's receiver (shared memory, or the pipe's "weights"
+        # messages below), not CollectorWorker.receive_weights: the parent writes them in place
         receiver = WeightSyncScheme.make_receiver(scheme_state)
         weights_buffer = receiver.attach(collector.policy)
-        slots = []
-        for _ in range(spec["slots"]):
-            slot = collector.empty_batch()
-            slot.set(WORKER_KEY, torch.full(slot.batch_size, idx, dtype=torch.int64))
-            slot.set(VERSION_KEY, torch.zeros(slot.batch_size, dtype=torch.int64))
-            slots.append(slot.share_memory_())
+        worker = CollectorWorker(idx, collector, receiver=receiver)
+        for name, options in spec.get("plugin_options", {}).items():  # also after a restart
+            worker.set_plugin_options(name, options)
+        slots = [worker.new_slot().share_memory_() for _ in range(spec["slots"])]
         if spec["seed"] is not None:
-            _seed(collector, *spec["seed"])
+            worker.set_seed(*spec["seed"])
         hook().reap_collector_start(collector=collector, worker_idx=idx)
         info = {"frames_per_batch": collector.frames_per_batch, "n_envs": collector.n_envs,
                 # the policy's weight layout (keys, shapes, dtypes): the parent checks pushes against it
                 "weights": None if receiver.local is None else receiver.local.to("meta")}
         conn.send(("ready", slots, weights_buffer, info))
         while True:
-            hook().reap_worker_phase(collector=collector, worker_idx=idx, phase="wait")
+            worker.waiting()
             message = conn.recv()
             command = message[0]
             if command == "collect":
-                slot = slots[message[1]]
-                hook().reap_worker_phase(collector=collector, worker_idx=idx, phase="weight_sync")
-                version = receiver.poll()
-                collector.collect_into(slot)
-                slot.get(VERSION_KEY).fill_(version)
-                conn.send(("batch", message[1], version))
+                worker.collect_into(slots[message[1]])
+                conn.send(("batch", message[1], worker.version))
             elif command == "weights":
                 hook().reap_worker_phase(collector=collector, worker_idx=idx, phase="weight_sync")
                 receiver.apply(message)
             elif command == "seed":
-                conn.send(("ok", _seed(collector, message[1], message[2])))
+                conn.send(("ok", worker.set_seed(message[1], message[2])))
             elif command == "reset":
                 collector.reset(message[1])
                 conn.send(("ok", None))
             elif command == "state_dict":
-                conn.send(("ok", collector.state_dict()))
+                conn.send(("ok", worker.state_dict()))
             elif command == "load_state_dict":
-                collector.load_state_dict(message[1])
+                worker.load_state_dict(message[1])
                 conn.send(("ok", None))
             elif command == "plugin_options":
-                collector.set_plugin_options(message[1], message[2])
+                worker.set_plugin_options(message[1], message[2])
                 conn.send(("ok", None))
             elif command == "plugin_report":
-                conn.send(("ok", collector.plugin_report(message[1])))
+                conn.send(("ok", worker.plugin_report(message[1])))
             elif command == "close":
                 break
             else:
                 raise ValueError(f"unknown command {command!r}")
-
-
-def _seed(collector, seed: int, static: bool):
-    torch.manual_seed(seed)
-    return collector.set_seed(seed, static_seed=static)

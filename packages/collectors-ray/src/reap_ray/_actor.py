@@ -1,10 +1,12 @@
-"""The Ray actor behind each remote collector: a reap collector run one batch per request.
+"""The Ray actor behind each remote collector: a :class:`~reap.collectors.worker.CollectorWorker`
+run one batch per request.
 
-``collect(weights, version)`` first copies ``weights`` (when the driver sent new ones) into the
-policy, so weights change only between rollouts, then runs one batch and tags it with
-``("collector", "policy_version")``. With a replay buffer, the batch is written into the
-buffer's actor (flattened to frames, at most ``max_writes_in_flight`` writes outstanding) and
-only the frame count goes back.
+``collect(weights, version)`` hands ``weights`` (when the driver sent new ones) to the worker,
+which loads them before the rollout it then runs (never during one) and tags the batch with
+``("collector", "policy_version")`` and, for a reap ``Collector``, ``("collector",
+"worker_id")``. With a replay buffer, the batch is written into the buffer's actor (flattened
+to frames, at most ``max_writes_in_flight`` writes outstanding) and only the frame count goes
+back. An exception in ``collect`` comes back as ``("error", text, traceback)``, naming the actor.
 """
 
 from __future__ import annotations
@@ -16,27 +18,29 @@ from collections import deque
 import ray
 import torch
 
+from reap.collectors.worker import CollectorWorker
 from reap.weight_update import as_weights
 from reap_ray.weight_sync import RayWeightSyncScheme
-
-VERSION_KEY = ("collector", "policy_version")
-WORKER_KEY = ("collector", "worker_id")
 
 
 class CollectorActor:
     def __init__(self, idx: int, collector_class, kwargs: dict, policy=None, replay_buffer=None,
-                 max_writes_in_flight: int = 2, write_timeout: float = 60.0):
+                 max_writes_in_flight: int = 2, write_timeout: float = 60.0, plugin_options=None):
         self.idx = idx
         if policy is not None:
             kwargs = {**kwargs, "policy": policy}
-        self.collector = collector_class(**kwargs)
-        self._single = hasattr(self.collector, "collect_into")
-        self.version = 0
-        self.iterator = None
+        collector = collector_class(**kwargs)
+        self.worker = CollectorWorker(idx, collector, apply_weights=RayWeightSyncScheme.apply)
+        for name, options in (plugin_options or {}).items():  # also after a restart
+            self.worker.set_plugin_options(name, options)
         self.replay_buffer = replay_buffer
         self.max_writes_in_flight = max_writes_in_flight
         self.write_timeout = write_timeout
         self.writes: deque = deque()
+
+    @property
+    def collector(self):
+        return self.worker.collector
 
     def ready(self) -> dict:
         """Where the actor runs, and its policy's weight layout (on the meta device) for checks."""
@@ -46,20 +50,19 @@ class CollectorActor:
                 "weights_layout": layout}
 
     def collect(self, weights, version: int):
-        if weights is not None:
-            RayWeightSyncScheme.apply(self.collector, weights)
-            self.version = version
-        if self.iterator is None:
-            self.iterator = iter(self.collector)
-        batch = next(self.iterator)
-        batch.set(VERSION_KEY, torch.full(batch.batch_size, self.version, dtype=torch.int64))
-        if self._single:
-            batch.set(WORKER_KEY, torch.full(batch.batch_size, self.idx, dtype=torch.int64))
-        if self.replay_buffer is None:
-            return batch
-        frames = batch.numel()
-        self._write(batch.reshape(-1))
-        return frames
+        try:
+            if weights is not None:
+                self.worker.receive_weights(weights, version)
+            batch = self.worker.collect()
+            if self.replay_buffer is None:
+                return batch
+            frames = batch.numel()
+            self._write(batch.reshape(-1))
+            return frames
+        except Exception as exc:  # noqa: BLE001 - reported to the driver with the actor's index
+            return ("error", *self.worker.format_error(exc, "collector actor"))
+        finally:
+            self.worker.waiting()
 
     def _write(self, batch) -> None:
         while len(self.writes) >= self.max_writes_in_flight:
@@ -78,22 +81,20 @@ class CollectorActor:
         process tree at once, multiprocessing's resource tracker included, so named semaphores
         of a multi-process collector inside it would outlive it: they are released here, while
         their finalizers can still run."""
-        collector, self.collector = self.collector, None
-        if collector is not None:
-            collector.shutdown()
-            del collector
-            gc.collect()
+        self.worker.close()
+        gc.collect()
 
     def set_seed(self, seed: int, static_seed: bool):
-        torch.manual_seed(seed)
-        return self.collector.set_seed(seed, static_seed=static_seed)
+        return self.worker.set_seed(seed, static_seed)
 
     def state_dict(self):
-        return self.collector.state_dict()
+        return self.worker.state_dict()
 
     def load_state_dict(self, state):
-        self.collector.load_state_dict(state)
+        self.worker.load_state_dict(state)
 
-    def shutdown(self) -> None:
-        self.flush()
-        self.collector.shutdown()
+    def set_plugin_options(self, name: str, options) -> None:
+        self.worker.set_plugin_options(name, options)
+
+    def plugin_report(self, name: str):
+        return self.worker.plugin_report(name)

@@ -34,7 +34,8 @@ import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tensordict.nn import InteractionType
 
-from reap.collectors.base import BaseCollector
+from reap.collectors.base import BaseCollector, options_for_worker
+from reap.collectors.bookkeeping import WorkerWeights
 from reap.collectors.collector import Collector
 from reap.envs.base import EnvBase
 from reap.plugins import hook
@@ -249,7 +250,9 @@ class RayCollector(BaseCollector):
         self._sync = sync
         self.policy = policy
         self.update_after_each_batch = bool(update_after_each_batch)
-        self.max_weight_update_interval = 0 if update_after_each_batch else max_weight_update_interval
+        # per actor: the weights it should run, the version it was sent, batches since
+        self._worker_weights = WorkerWeights(
+            max_interval=0 if update_after_each_batch else max_weight_update_interval)
         self.max_restarts = max_restarts
         self.actor_timeout = float(actor_timeout)
         self.actor_start_timeout = float(actor_start_timeout)
@@ -265,10 +268,6 @@ class RayCollector(BaseCollector):
         self.num_workers_per_collector = num_workers_per_collector
 
         # ---- weights, actors ---------------------------------------------------------------
-        self.policy_version = 0
-        self._weights: list = []  # per actor: (version, ref) of the weights it should run
-        self._sent: list[int] = []  # per actor: the version its last request carried (-1: none yet)
-        self._since_update: list[int] = []  # per actor: batches collected since its last update
         self._specs: list[dict] = []
         self._configs: list[dict] = []
         self._actors: list = []
@@ -353,9 +352,7 @@ class RayCollector(BaseCollector):
                 spec["worker_idx"] = idx
             self._specs.append({"kwargs": spec, "policy": policy_ref if factories[j] is None else None})
             self._configs.append(configs[j])
-            self._weights.append(None)
-            self._sent.append(-1)
-            self._since_update.append(0)
+            self._worker_weights.add_worker()
             self.worker_restarts.append(0)
             self.node_ids.append("")
             self._actors.append(self._make_actor(idx))
@@ -372,7 +369,7 @@ class RayCollector(BaseCollector):
         kwargs = spec["kwargs"]
         rb = self.replay_buffer.actor if self.replay_buffer is not None else None
         return cls.remote(idx, self.collector_class, kwargs, spec["policy"], rb,
-                          self.max_writes_in_flight, self.actor_timeout)
+                          self.max_writes_in_flight, self.actor_timeout, spec.get("plugin_options"))
 
     def _wait_ready(self, refs, indices) -> dict:
         wait_ready(refs, [self._configs[i] for i in indices], self.actor_start_timeout, "RayCollector")
@@ -430,10 +427,7 @@ class RayCollector(BaseCollector):
                 weights = match_weights(self._layout, weights)  # exact shapes, lossless dtypes only
             except ValueError as exc:
                 raise ValueError(f"update_policy_weights_: {exc}") from None
-        ref = self._scheme.put(weights)
-        self.policy_version += 1
-        for i in ids:
-            self._weights[i] = (self.policy_version, ref)
+        self._worker_weights.push(self._scheme.put(weights), ids)
 
     def _worker_ids(self, worker_ids) -> list[int]:
         n = self.num_collectors
@@ -445,25 +439,26 @@ class RayCollector(BaseCollector):
                 raise ValueError(f"update_policy_weights_: worker_ids must be collector indices in [0, {n}), got {worker_ids!r}")
         return ids
 
-    def _refresh_due(self, ids) -> None:
-        """``max_weight_update_interval``: send the central policy to actors that are due."""
-        k = self.max_weight_update_interval
-        if k < 0 or self.policy is None:
-            return
-        due = [i for i in ids if self._since_update[i] > k]
-        if due:
-            self._push_weights(self.policy, due)
+    @property
+    def policy_version(self) -> int:
+        """The version of the weights pushed last (0: the actors' initial weights)."""
+        return self._worker_weights.version
+
+    @property
+    def max_weight_update_interval(self) -> int:
+        """``k``: no actor collects more than ``k`` batches after its last update (-1: no bound)."""
+        return self._worker_weights.max_interval
+
+    @max_weight_update_interval.setter
+    def max_weight_update_interval(self, value: int) -> None:
+        self._worker_weights.max_interval = value
 
     # ---- requests --------------------------------------------------------------------------------
     def _submit(self, idx: int) -> None:
-        self._refresh_due([idx])
-        weights, version = None, self._sent[idx]
-        target = self._weights[idx]
-        if target is not None and target[0] != self._sent[idx]:
-            version, weights = target
-            self._sent[idx] = version
-            self._since_update[idx] = 0
-        ref = self._actors[idx].collect.remote(weights, max(version, 0))
+        if self.policy is not None and self._worker_weights.due([idx]):  # max_weight_update_interval
+            self._push_weights(self.policy, [idx])
+        weights, version = self._worker_weights.next_request(idx)
+        ref = self._actors[idx].collect.remote(weights, version)
         self._inflight[ref] = (idx, time.monotonic())
 
     def _task_error(self, idx: int, exc, what: str = "raised") -> RayCollectorError:
@@ -496,12 +491,16 @@ class RayCollector(BaseCollector):
             ref = ready[0]
             idx, _ = self._inflight.pop(ref)
             try:
-                return idx, ray.get(ref, timeout=self.actor_timeout)
+                value = ray.get(ref, timeout=self.actor_timeout)
             except RayTaskError as exc:
                 raise self._task_error(idx, exc) from None
             except (RayActorError, GetTimeoutError) as exc:
                 self._restart(idx, exc)
                 self._submit(idx)
+                continue
+            if type(value) is tuple:  # ("error", text, traceback) from CollectorWorker.format_error
+                raise RayCollectorError(f"RayCollector: {value[1]}\n\nTraceback from the actor:\n{value[2]}", idx)
+            return idx, value
 
     def _restart(self, idx: int, cause) -> None:
         self.worker_restarts[idx] += 1
@@ -515,8 +514,7 @@ class RayCollector(BaseCollector):
         self._inflight = {r: v for r, v in self._inflight.items() if v[0] != idx}
         kill_actors([self._actors[idx]], timeout=0.0)
         self._actors[idx] = self._make_actor(idx)
-        self._sent[idx] = -1
-        self._since_update[idx] = 0
+        self._worker_weights.replaced(idx)
         info = self._wait_ready([self._actors[idx].ready.remote()], [idx])[idx]
         self.node_ids[idx] = info["node_id"]
         if self._seed is not None:
@@ -555,7 +553,7 @@ class RayCollector(BaseCollector):
             while len(results) < n:
                 idx, value = self._next_result()
                 results[idx] = value
-                self._since_update[idx] += 1
+                self._worker_weights.delivered(idx)
             parts = [results[i] for i in range(n)]
             self._iter += 1
             if self.replay_buffer is not None:
@@ -574,7 +572,7 @@ class RayCollector(BaseCollector):
         while self._more():
             self._check_open()
             idx, value = self._next_result()
-            self._since_update[idx] += 1
+            self._worker_weights.delivered(idx)
             self._iter += 1
             self._frames += value if self.replay_buffer is not None else value.numel()
             out = None if self.replay_buffer is not None else value
@@ -610,6 +608,28 @@ class RayCollector(BaseCollector):
         if self.replay_buffer is not None:
             self._flush()
         yield None
+
+    # ---- plugin options and reports (reap.hookspecs.reap_plugin_options) ---------------------------
+    def _forward_plugin_options(self, name: str, options) -> None:
+        self._check_open()
+        refs = []
+        for i, actor in enumerate(self._actors):
+            value = options_for_worker(options, i)
+            kept = self._specs[i].setdefault("plugin_options", {})  # for an actor that restarts
+            if value is None:
+                kept.pop(name, None)
+            else:
+                kept[name] = value
+            refs.append(actor.set_plugin_options.remote(name, value))
+        for i, ref in enumerate(refs):
+            self._get(i, ref, "set_plugin_options()")
+
+    def worker_plugin_reports(self, name: str) -> list:
+        # also answered from the reap_collector_shutdown hook: the actors are still alive then
+        if not self._actors:
+            raise RuntimeError("RayCollector: the actors were shut down")
+        refs = [actor.plugin_report.remote(name) for actor in self._actors]
+        return [self._get(i, ref, "plugin_report()") for i, ref in enumerate(refs)]
 
     # ---- control ---------------------------------------------------------------------------------
     def set_seed(self, seed: int, static_seed: bool = False) -> list[int]:

@@ -1,0 +1,193 @@
+"""What one remote worker does, whatever carries its messages (processes, Ray actors,
+torch.distributed ranks): every multi-worker backend runs a :class:`CollectorWorker` and adds
+only its transport. The driver's side is :mod:`reap.collectors.bookkeeping`.
+
+A worker owns one reap collector. Weights it receives are kept and loaded only at the next
+rollout boundary (never during a rollout); each batch says which weights made it
+(``("collector", "policy_version")``) and which worker (``("collector", "worker_id")``); the
+worker counts the batches it collected since its last weights; an exception becomes a
+``(text, traceback)`` pair that names the worker, picklable whatever the exception was.
+
+Examples:
+    >>> import torch
+    >>> from tensordict.nn import TensorDictModule
+    >>> from reap import Collector, GymEnv
+    >>> policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+    >>> worker = CollectorWorker(1, Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4))
+    >>> worker.receive_weights({"module.weight": torch.ones(1, 3), "module.bias": torch.zeros(1)}, version=3)
+    >>> batch = worker.collect()  # the weights are loaded first, then one batch is collected
+    >>> batch["collector", "policy_version"].tolist(), batch["collector", "worker_id"].tolist()
+    ([3, 3, 3, 3], [1, 1, 1, 1])
+    >>> worker.batches_since_update
+    1
+    >>> worker.close()
+"""
+
+from __future__ import annotations
+
+import traceback as _traceback
+from collections.abc import Callable
+
+import torch
+from tensordict import TensorDictBase
+
+from reap.plugins import hook
+
+VERSION_KEY = ("collector", "policy_version")
+WORKER_KEY = ("collector", "worker_id")
+
+
+def format_worker_error(exc: BaseException, worker_idx: int, label: str = "collector worker") -> tuple[str, str]:
+    """``(text, traceback)`` for ``exc`` raised in worker ``worker_idx``: plain strings, so they
+    cross any transport whatever the exception's class (which the driver may not be able to
+    import or unpickle).
+
+    Examples:
+        >>> try:
+        ...     raise ValueError("bad step")
+        ... except ValueError as exc:
+        ...     text, tb = format_worker_error(exc, 2)
+        >>> text
+        'collector worker 2 raised ValueError: bad step'
+        >>> tb.splitlines()[-1]
+        'ValueError: bad step'
+    """
+    text = f"{label} {worker_idx} raised {type(exc).__name__}: {exc}"
+    return text, "".join(_traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+class CollectorWorker:
+    """One remote worker's collector: weights between rollouts, batch tags, seeds, plugin options.
+
+    Args:
+        worker_idx: the worker's index in its driver; tags batches and names errors.
+        collector: the collector this worker runs (a reap ``Collector``, or a multi-worker
+            collector, whose batches carry their own sub-workers' ids).
+
+    Keyword Args:
+        receiver: weights that arrive by another channel (e.g. shared memory): an object whose
+            ``poll()`` loads any pending weights into the policy and returns the version the
+            next rollout runs. Without it, weights come through :meth:`receive_weights`.
+        apply_weights: how received weights are loaded (``collector.update_policy_weights_``).
+        tag_worker_id: write ``("collector", "worker_id")`` (default: when ``collector`` runs
+            its own rollouts, i.e. has ``collect_into``).
+
+    Examples:
+        >>> from reap import Collector, GymEnv
+        >>> worker = CollectorWorker(0, Collector(GymEnv("CartPole-v1"), None, frames_per_batch=3))
+        >>> worker.set_seed(5, static_seed=False)  # torch.manual_seed(5), then the collector's set_seed
+        6
+        >>> slot = worker.new_slot()  # the mp path: one preallocated batch, filled in place
+        >>> worker.collect_into(slot) is slot, worker.version, worker.batches_since_update
+        (True, 0, 1)
+        >>> worker.close()
+    """
+
+    def __init__(self, worker_idx: int, collector, *, receiver=None,
+                 apply_weights: Callable | None = None, tag_worker_id: bool | None = None):
+        if isinstance(worker_idx, bool) or not isinstance(worker_idx, int) or worker_idx < 0:
+            raise ValueError(f"CollectorWorker: worker_idx must be a non-negative int, got {worker_idx!r}")
+        self.worker_idx = worker_idx
+        self.collector = collector
+        self.receiver = receiver
+        self._apply = apply_weights
+        self.tag_worker_id = hasattr(collector, "collect_into") if tag_worker_id is None else bool(tag_worker_id)
+        self.version = 0 if receiver is None else receiver.poll()
+        #: batches collected since the weights last changed (or since the start)
+        self.batches_since_update = 0
+        self._pending: tuple | None = None  # (weights, version) received, not yet loaded
+        self._iterator = None
+
+    # ---- weights -------------------------------------------------------------------------------
+    def receive_weights(self, weights, version: int) -> None:
+        """Keep ``weights`` (any form ``update_policy_weights_`` takes) to load before the next
+        rollout, which then runs as ``version``. A newer push replaces one not yet loaded."""
+        self._pending = (weights, int(version))
+
+    def _load_pending(self) -> int:
+        """Load what was received since the last rollout; the version the next rollout runs."""
+        if self.receiver is not None:
+            hook().reap_worker_phase(collector=self.collector, worker_idx=self.worker_idx, phase="weight_sync")
+            version = self.receiver.poll()
+        elif self._pending is not None:
+            hook().reap_worker_phase(collector=self.collector, worker_idx=self.worker_idx, phase="weight_sync")
+            weights, version = self._pending
+            self._pending = None
+            if self._apply is not None:
+                self._apply(self.collector, weights)
+            else:
+                self.collector.update_policy_weights_(weights)
+        else:
+            return self.version
+        if version != self.version:
+            self.version = version
+            self.batches_since_update = 0
+        return version
+
+    # ---- collection ----------------------------------------------------------------------------
+    def collect(self) -> TensorDictBase | None:
+        """Load pending weights, collect one batch through the collector's iterator (its
+        post-processing included) and tag it; ``None`` when the collector feeds a replay buffer."""
+        version = self._load_pending()
+        if self._iterator is None:
+            self._iterator = iter(self.collector)
+        batch = next(self._iterator)
+        self.batches_since_update += 1
+        if batch is not None:
+            batch.set(VERSION_KEY, torch.full(batch.batch_size, version, dtype=torch.int64))
+            if self.tag_worker_id:
+                batch.set(WORKER_KEY, torch.full(batch.batch_size, self.worker_idx, dtype=torch.int64))
+        return batch
+
+    def new_slot(self) -> TensorDictBase:
+        """A zeroed batch for :meth:`collect_into`, its worker id already written (a reap
+        ``Collector`` only: ``collector.empty_batch()`` plus the two tags)."""
+        slot = self.collector.empty_batch()
+        slot.set(WORKER_KEY, torch.full(slot.batch_size, self.worker_idx, dtype=torch.int64))
+        slot.set(VERSION_KEY, torch.zeros(slot.batch_size, dtype=torch.int64))
+        return slot
+
+    def collect_into(self, slot: TensorDictBase) -> TensorDictBase:
+        """Load pending weights and collect one raw batch into ``slot`` (from :meth:`new_slot`),
+        in place: only its version is written, the worker id is already there."""
+        version = self._load_pending()
+        self.collector.collect_into(slot)
+        self.batches_since_update += 1
+        slot.get(VERSION_KEY).fill_(version)
+        return slot
+
+    def waiting(self) -> None:
+        """Tell plugins (profiling) the worker now waits for the driver, until its next call."""
+        hook().reap_worker_phase(collector=self.collector, worker_idx=self.worker_idx, phase="wait")
+
+    # ---- control -------------------------------------------------------------------------------
+    def set_seed(self, seed: int, static_seed: bool = False):
+        """``torch.manual_seed(seed)`` (the policy's sampling), then the collector's ``set_seed``."""
+        torch.manual_seed(seed)
+        return self.collector.set_seed(seed, static_seed=static_seed)
+
+    def state_dict(self):
+        return self.collector.state_dict()
+
+    def load_state_dict(self, state) -> None:
+        self.collector.load_state_dict(state)
+
+    def set_plugin_options(self, name: str, options) -> None:
+        self.collector.set_plugin_options(name, options)
+
+    def plugin_report(self, name: str):
+        return self.collector.plugin_report(name)
+
+    def format_error(self, exc: BaseException, label: str = "collector worker") -> tuple[str, str]:
+        """:func:`format_worker_error` for this worker."""
+        return format_worker_error(exc, self.worker_idx, label)
+
+    def close(self) -> None:
+        """Shut the collector down (once; later calls do nothing)."""
+        collector, self.collector = self.collector, None
+        self._iterator = None
+        if collector is not None:
+            collector.shutdown()
+
+
+__all__ = ["VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error"]
