@@ -46,7 +46,8 @@ with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=8, total_frames=8) 
     print("batch", next(iter(c)).shape)
 for attempt in (lambda: MultiCollector([lambda: GymEnv("CartPole-v1")] * 2, None, frames_per_batch=8),
                 lambda: Collector([lambda: GymEnv("CartPole-v1")] * 2, None, frames_per_batch=8, backend="mp"),
-                lambda: reap.ReplayBuffer, lambda: reap.GAE):
+                lambda: reap.ReplayBuffer, lambda: reap.GAE,
+                lambda: exec("from reap.data.replay_buffers.samplers import SliceSampler")):
     try:
         attempt()
     except ImportError as exc:
@@ -57,10 +58,12 @@ main(["plugins"])
     lines = out.stdout.splitlines()
     assert lines[0] == "batch torch.Size([8])"
     errors = [line for line in lines if line.startswith("error")]
-    assert len(errors) == 4
+    assert len(errors) == 5
     assert "uv pip install reap-collectors-mp" in errors[0] and "uv pip install reap-collectors-mp" in errors[1]
     assert "ReplayBuffer is provided by reap-replay" in errors[2]
     assert "GAE is provided by reap-value" in errors[3]
+    assert errors[4] == ("error SliceSampler is provided by reap-replay, which is not installed; "
+                         "install it with `uv pip install reap-replay`.")
     plugin_lines = [line for line in lines if line.startswith("local")]
     assert len(plugin_lines) == 1 and "backend 'local'" in plugin_lines[0]
     assert not any(line.startswith(("mp ", "replay ", "value ")) for line in lines)
