@@ -71,6 +71,21 @@ class TensorSpec:
     def clone(self) -> TensorSpec:
         return self.expand()
 
+    def to(self, dest) -> TensorSpec:
+        """The same spec on device ``dest`` (a dtype changes the dtype), as TorchRL's ``spec.to``."""
+        clone = self.clone()
+        if isinstance(dest, torch.dtype):
+            clone.dtype = dest
+            for name in ("low", "high"):
+                if hasattr(clone, name):
+                    setattr(clone, name, getattr(clone, name).to(dest))
+            return clone
+        clone.device = torch.device(dest)
+        for name in ("low", "high"):
+            if hasattr(clone, name):
+                setattr(clone, name, getattr(clone, name).to(clone.device))
+        return clone
+
     def unbatch(self, ndim: int) -> TensorSpec:
         """The same spec without its ``ndim`` leading (batch) dimensions."""
         clone = self.expand()
@@ -294,6 +309,9 @@ class Composite:
 
     def clone(self) -> Composite:
         return Composite({k: v.clone() for k, v in self._specs.items()}, shape=self.shape)
+
+    def to(self, dest) -> Composite:
+        return Composite({k: v.to(dest) for k, v in self._specs.items()}, shape=self.shape)
 
     def unbatch(self, ndim: int) -> Composite:
         """The same specs without their ``ndim`` leading (batch) dimensions."""
