@@ -54,3 +54,12 @@ def test_user_held_vanilla_updater_reaches_the_workers(cls):
              weight_updater=VanillaWeightUpdater(), mp_start_method=FAST) as collector:
         with pytest.raises(ValueError, match="no weights given and the collector has no policy"):
             collector.weight_updater.vanilla.push_weights()
+
+
+def test_max_frames_per_traj_adds_step_count_in_every_worker():
+    with MultiSyncCollector([env_fn(episode_len=100)] * 2, None, frames_per_batch=8, total_frames=8,
+                            max_frames_per_traj=3, mp_start_method=FAST) as collector:
+        batch = collector.next()
+    assert batch["next", "step_count"][..., 0].tolist() == [[1, 2, 3, 1], [1, 2, 3, 1]]
+    assert batch["step_count"].dtype == torch.int64
+    assert batch["next", "truncated"][..., 0].tolist() == [[False, False, True, False]] * 2
