@@ -43,7 +43,9 @@ def _build(spec: dict):
     from reap.collectors.collector import Collector
     from reap.collectors.trajectories import TrajIdCounter
     from reap.collectors.worker import CollectorWorker
+    from reap.plugins import get_registries
 
+    get_registries()  # load every plugin now (seconds), not during the first batch's deadline
     kwargs = dict(spec["kwargs"])
     if spec.get("policy") is not None:
         kwargs["policy"] = spec["policy"]
