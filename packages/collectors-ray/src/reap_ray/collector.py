@@ -37,6 +37,7 @@ from tensordict.nn import InteractionType
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import WorkerWeights
 from reap.collectors.collector import Collector
+from reap.collectors.worker import resolve_collector_class
 from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
@@ -51,8 +52,6 @@ from reap_ray._ray import (
 from reap_ray.replay_buffer import RayReplayBuffer
 from reap_ray.weight_sync import RayWeightSyncScheme, RayWeightUpdater
 
-COLLECTOR_CLASSES = ("single", "sync", "async")
-
 
 class RayCollectorError(RuntimeError):
     """A remote collector failed; ``worker_idx`` is the actor's index."""
@@ -66,23 +65,6 @@ def actor_seed(seed: int, idx: int, restarts: int = 0) -> int:
     """Actor ``idx``'s seed for ``set_seed(seed)``: distinct per actor and restart, reproducible."""
     state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
     return int(state[0] & 0x7FFFFFFF)
-
-
-def _resolve_collector_class(collector_class, owner: str):
-    if collector_class is None or collector_class == "single":
-        return Collector
-    if collector_class in ("sync", "async"):
-        from reap.plugins import resolve_export
-
-        return resolve_export("MultiSyncCollector" if collector_class == "sync" else "MultiAsyncCollector")
-    if isinstance(collector_class, str):
-        raise ValueError(f"{owner}: collector_class must be a collector class or one of {COLLECTOR_CLASSES}, got {collector_class!r}")
-    if not (isinstance(collector_class, type) and issubclass(collector_class, BaseCollector)):
-        raise TypeError(
-            f"{owner}: collector_class must be reap's Collector, MultiSyncCollector, "
-            f"MultiAsyncCollector (or a subclass), or one of {COLLECTOR_CLASSES}; got {collector_class!r}"
-        )
-    return collector_class
 
 
 def _listify(value, n: int, name: str, owner: str) -> list:
@@ -216,7 +198,7 @@ class RayCollector(BaseCollector):
             raise ValueError(f"{owner}: pass policy or policy_factory, not both")
         if postproc is not None and not callable(postproc):
             raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
-        self.collector_class = _resolve_collector_class(collector_class, owner)
+        self.collector_class = resolve_collector_class(collector_class, owner)
         self._scheme = self._resolve_scheme(weight_sync_schemes, owner)
 
         # ---- how many collectors, and each one's arguments --------------------------------

@@ -29,6 +29,7 @@ from reap.collectors.base import BaseCollector, check_frames, options_for_worker
 from reap.collectors.bookkeeping import WorkerDeadlines, WorkerWeights
 from reap.collectors.collector import Collector
 from reap.collectors.trajectories import split_trajectories
+from reap.collectors.worker import resolve_collector_class
 from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
@@ -38,7 +39,6 @@ from reap_rpc._rendezvous import LOOPBACK, open_store
 LAUNCHERS = ("mp", "torchrun", "submitit")
 DEAD_MARK = b"__reap_worker_dead__"
 DEAD = object()  # what an awaited key holds once its worker died
-COLLECTOR_CLASSES = ("single", "sync", "async")
 
 
 class RemoteCollectorError(RuntimeError):
@@ -55,24 +55,6 @@ class RemoteCollectorError(RuntimeError):
         self.rank = worker_idx + 1
         self.exitcode = exitcode
         self.remote_traceback = remote_traceback
-
-
-def resolve_collector_class(collector_class, owner: str):
-    """reap's ``Collector``, ``MultiSyncCollector`` / ``MultiAsyncCollector`` (``"sync"`` /
-    ``"async"``, found through the plugin registry) or a subclass of one of them."""
-    if collector_class is None or collector_class == "single":
-        return Collector
-    if collector_class in ("sync", "async"):
-        from reap.plugins import resolve_export
-
-        return resolve_export("MultiSyncCollector" if collector_class == "sync" else "MultiAsyncCollector")
-    if isinstance(collector_class, str):
-        raise ValueError(f"{owner}: collector_class must be a collector class or one of {COLLECTOR_CLASSES}, "
-                         f"got {collector_class!r}")
-    if not (isinstance(collector_class, type) and issubclass(collector_class, BaseCollector)):
-        raise TypeError(f"{owner}: collector_class must be reap's Collector, MultiSyncCollector, MultiAsyncCollector "
-                        f"(or a subclass), or one of {COLLECTOR_CLASSES}; got {collector_class!r}")
-    return collector_class
 
 
 def worker_seed(seed: int, idx: int) -> int:
@@ -653,4 +635,4 @@ def _td(seconds: float):
     return datetime.timedelta(seconds=seconds)
 
 
-__all__ = ["RemoteCollector", "RemoteCollectorError", "resolve_collector_class", "worker_seed"]
+__all__ = ["RemoteCollector", "RemoteCollectorError", "worker_seed"]

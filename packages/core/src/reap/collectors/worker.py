@@ -190,4 +190,42 @@ class CollectorWorker:
             collector.shutdown()
 
 
-__all__ = ["VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error"]
+#: The names a remote collector's ``collector_class`` may be given as.
+COLLECTOR_CLASSES = ("single", "sync", "async")
+
+
+def resolve_collector_class(collector_class, owner: str):
+    """What a remote worker runs: reap's ``Collector`` (``None`` or ``"single"``),
+    ``MultiSyncCollector`` / ``MultiAsyncCollector`` (``"sync"`` / ``"async"``, from the plugin
+    that provides them), or a subclass of a reap collector; else an error naming ``owner``.
+
+    Examples:
+        >>> resolve_collector_class("single", "RayCollector").__name__
+        'Collector'
+        >>> resolve_collector_class("threads", "RayCollector")
+        Traceback (most recent call last):
+        ...
+        ValueError: RayCollector: collector_class must be a collector class or one of ('single', 'sync', 'async'), got 'threads'
+    """
+    from reap.collectors.base import BaseCollector
+    from reap.collectors.collector import Collector
+
+    if collector_class is None or collector_class == "single":
+        return Collector
+    if collector_class in ("sync", "async"):
+        from reap.plugins import resolve_export
+
+        return resolve_export("MultiSyncCollector" if collector_class == "sync" else "MultiAsyncCollector")
+    if isinstance(collector_class, str):
+        raise ValueError(f"{owner}: collector_class must be a collector class or one of {COLLECTOR_CLASSES}, "
+                         f"got {collector_class!r}")
+    if not (isinstance(collector_class, type) and issubclass(collector_class, BaseCollector)):
+        raise TypeError(
+            f"{owner}: collector_class must be reap's Collector, MultiSyncCollector, "
+            f"MultiAsyncCollector (or a subclass), or one of {COLLECTOR_CLASSES}; got {collector_class!r}"
+        )
+    return collector_class
+
+
+__all__ = ["COLLECTOR_CLASSES", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
+           "resolve_collector_class"]
