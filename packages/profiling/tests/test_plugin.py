@@ -74,12 +74,8 @@ def test_without_the_package_enable_profile_names_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines == [
-        "error enable_profile is provided by reap-profiling, which is not installed; "
-        "install it with `uv pip install reap-profiling`.",
-        "error collector_timings is provided by reap-profiling, which is not installed; "
-        "install it with `uv pip install reap-profiling`.",
-        "error ProfileConfig is provided by reap-profiling, which is not installed; "
-        "install it with `uv pip install reap-profiling`.",
-        "batches 1",
-    ]
+    not_loaded = ("is provided by reap-profiling, which is installed but its reap plugin is not loaded "
+                  "(REAP_DISABLE_PLUGINS / REAP_DISABLE_PLUGIN_AUTOLOAD, or it failed to load: run `reap "
+                  "plugins`); reinstall it with `uv pip install --reinstall reap-profiling`.")
+    assert lines == [f"error {name} {not_loaded}" for name in ("enable_profile", "collector_timings", "ProfileConfig")
+                     ] + ["batches 1"]
