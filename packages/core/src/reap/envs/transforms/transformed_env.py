@@ -227,6 +227,9 @@ class TransformedEnv(EnvBase):
             for j in range(stages)
         ]
         self._view_cache: dict[int, tuple] = {}
+        # bound hooks and the stage view each one reads, so a step builds no list
+        self._on_reset = [(t.on_reset, t._stage) for t in self.transforms]
+        self._on_step = [(t.on_step, t._stage) for t in self.transforms]
 
     @property
     def transform(self) -> Compose:
@@ -350,17 +353,19 @@ class TransformedEnv(EnvBase):
 
     def _reset_upto(self, stage: int, t: int, mask, views: list) -> None:
         self.base_env._reset_into(views[0][0], t, mask)
-        for transform in self.transforms[:stage]:
-            transform.on_reset(views[transform._stage][0], t, mask)
+        chain = self._on_reset if stage == len(self.transforms) else self._on_reset[:stage]
+        for on_reset, index in chain:
+            on_reset(views[index][0], t, mask)
 
     def _step_upto(self, stage: int, action, t: int, views: list) -> None:
         self._active_views = views  # what FrameSkipTransform repeats
         self._active_action = action
         root, nxt = views[0]
         self.base_env._step_into(action, t, root, nxt)
-        for transform in self.transforms[:stage]:
-            r, x = views[transform._stage]
-            transform.on_step(r, x, t)
+        chain = self._on_step if stage == len(self.transforms) else self._on_step[:stage]
+        for on_step, index in chain:
+            r, x = views[index]
+            on_step(r, x, t)
 
     def _reset_into(self, root, t, mask):
         views = self._views(root)

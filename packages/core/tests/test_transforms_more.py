@@ -1,0 +1,157 @@
+"""The transforms TorchRL users reach for, without TorchRL: values, the hidden arrays, errors.
+
+(test_transforms_torchrl.py compares them with TorchRL's step by step when TorchRL is installed.)
+"""
+
+import numpy as np
+import pytest
+import torch
+
+import reap
+from reap import (
+    CatFrames,
+    CatTensors,
+    Collector,
+    EnvCreator,
+    ExcludeTransform,
+    FrameSkipTransform,
+    GymEnv,
+    MultiStep,
+    NoopResetEnv,
+    RenameTransform,
+    RewardClipping,
+    RewardScaling,
+    SelectTransform,
+    SerialEnv,
+    StepCounter,
+    TensorDictPrimer,
+    TransformedEnv,
+    UnsqueezeTransform,
+)
+from reap.specs import Unbounded
+from reap_testing import CountingEnv
+
+ONES = [torch.ones(1)] * 5
+
+
+def test_catframes_stacks_the_last_frames_and_pads_at_reset():
+    env = TransformedEnv(CountingEnv(limit=100.0), CatFrames(3, -1, in_keys=["observation"]))
+    td = env.rollout(4, actions=ONES)
+    assert td["observation"].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 2], [1, 2, 3]]
+    assert td["next", "observation"].tolist() == [[0, 0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 4]]
+    assert env.observation_spec["observation"].shape == (3,)
+    constant = TransformedEnv(CountingEnv(limit=2.0), CatFrames(2, -1, in_keys=["observation"], padding="constant",
+                                                              padding_value=-1.0))
+    td = constant.rollout(4, actions=ONES, break_when_any_done=False)
+    assert td["observation"].tolist() == [[-1, 0], [0, 1], [-1, 0], [0, 1]]  # a reset after step 2
+
+
+def test_hidden_arrays_stay_out_of_batches_and_cost_no_copy():
+    env = TransformedEnv(CountingEnv(limit=3.0), reap.Compose(
+        StepCounter(), RenameTransform(["observation"], ["obs"]), ExcludeTransform("step_count")))
+    assert any(k.startswith("_hidden:") for k in env.root_specs())  # step_count is still counted
+    with Collector(env, lambda obs: torch.ones_like(obs), frames_per_batch=6, total_frames=6) as collector:
+        (batch,) = list(collector)
+    assert sorted(batch.keys()) == ["action", "collector", "done", "next", "obs", "terminated", "truncated"]
+    assert batch["next", "obs"].flatten().tolist() == [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+    assert not any(k.startswith("_hidden") for k in env.reset().keys())
+
+
+def test_cattensors_unsqueeze_and_select():
+    env = TransformedEnv(GymEnv("Pendulum-v1"), reap.Compose(
+        RenameTransform(["observation"], ["a"], create_copy=True),
+        CatTensors(["observation", "a"], "vec"), UnsqueezeTransform(-2, in_keys=["vec"])))
+    td = env.rollout(3)
+    assert td["next", "vec"].shape == (3, 1, 6)
+    assert torch.equal(td["next", "vec"][:, 0, :3], td["next", "vec"][:, 0, 3:])  # "a" is a copy
+    assert torch.equal(td["next", "vec"][:-1, 0, :3], td["vec"][1:, 0, :3])
+    assert sorted(env.observation_spec.keys()) == ["vec"]  # del_keys=True removed the inputs
+    sel = TransformedEnv(GymEnv("Pendulum-v1"), reap.Compose(StepCounter(), SelectTransform("observation")))
+    assert sorted(sel.reset().keys()) == ["done", "observation", "terminated", "truncated"]
+
+
+def test_reward_transforms_frame_skip_and_primer():
+    env = TransformedEnv(CountingEnv(limit=100.0), reap.Compose(
+        FrameSkipTransform(3), RewardScaling(loc=1.0, scale=2.0), RewardClipping(clamp_max=6.5),
+        TensorDictPrimer({"h": Unbounded(shape=(2,))}, default_value=0.5)))
+    td = env.rollout(2, actions=ONES)
+    assert td["next", "observation"].flatten().tolist() == [3.0, 6.0]  # each action applied 3 times
+    assert td["next", "reward"].flatten().tolist() == [6.5, 6.5]  # 3 * 2 + 1 = 7, clipped
+    assert (td["h"] == 0.5).all() and (td["next", "h"] == 0.5).all()
+
+
+def test_noop_reset_steps_after_each_reset():
+    env = TransformedEnv(CountingEnv(limit=100.0), NoopResetEnv(3, random=False))
+    torch.manual_seed(0)
+    first = env.reset()["observation"].item()
+    torch.manual_seed(0)
+    expected = sum(CountingEnv().action_spec.rand().item() for _ in range(3))
+    assert first == pytest.approx(expected)
+    with pytest.raises(ValueError, match="works on a single env.*SerialEnv"):
+        TransformedEnv(SerialEnv(2, CountingEnv), NoopResetEnv())
+    inside = SerialEnv(2, lambda: TransformedEnv(CountingEnv(limit=100.0), NoopResetEnv(2, random=False)))
+    assert (inside.reset()["observation"] > 0).all()
+
+
+def test_multistep_postproc_in_a_collector():
+    env = TransformedEnv(CountingEnv(limit=3.0), StepCounter())
+    with Collector(env, lambda obs: torch.ones_like(obs), frames_per_batch=6, total_frames=6,
+                   postproc=MultiStep(gamma=0.5, n_steps=2)) as collector:
+        (batch,) = list(collector)
+    assert batch["next", "original_reward"].flatten().tolist() == [1.0] * 6
+    assert batch["next", "reward"].flatten().tolist() == [1.5, 1.5, 1.0, 1.5, 1.5, 1.0]
+    assert batch["steps_to_next_obs"].tolist() == [2, 2, 1, 2, 2, 1]
+    assert batch["next", "observation"].flatten().tolist() == [2.0, 3.0, 3.0, 2.0, 3.0, 3.0]
+    assert batch["gamma"].tolist() == [0.25, 0.25, 0.5, 0.25, 0.25, 0.5]
+
+
+def test_env_creator_builds_envs_and_reads_specs():
+    make = EnvCreator(GymEnv, {"env_name": "CartPole-v1"})
+    assert make.action_spec.n == 2 and make.observation_spec["observation"].shape == (4,)
+    env = make(num_envs=2)
+    assert env.batch_size == (2,)
+    env.close()
+    with pytest.raises(TypeError, match="create_env_fn must be a callable"):
+        EnvCreator(CountingEnv())
+
+
+@pytest.mark.parametrize("build,error,match", [
+    (lambda: RewardClipping(), ValueError, "give clamp_min, clamp_max or both"),
+    (lambda: RewardClipping(1.0, 0.0), ValueError, "clamp_min=1.0 must not exceed clamp_max=0.0"),
+    (lambda: RewardScaling(0.0, 0.0, standard_normal=True), ValueError, "scale must be non-zero"),
+    (lambda: CatFrames(0, -1), ValueError, "N must be a positive int"),
+    (lambda: CatFrames(2, 0), ValueError, "dim must be a negative int"),
+    (lambda: CatFrames(2, -1, padding="reflect"), ValueError, "padding must be 'same' or 'constant'"),
+    (lambda: UnsqueezeTransform(1), ValueError, "dim must be a negative int"),
+    (lambda: FrameSkipTransform(0), ValueError, "frame_skip must be an int >= 1"),
+    (lambda: NoopResetEnv(0), ValueError, "noops must be a positive int"),
+    (lambda: MultiStep(0.9, 0), ValueError, "n_steps must be a positive int"),
+    (lambda: MultiStep(1.5, 2), ValueError, "gamma must be in"),
+    (lambda: RenameTransform(["a", "b"], ["c"]), ValueError, "same length"),
+    (lambda: RenameTransform(["a"], ["b"], in_keys_inv=["action"]), ValueError, "in_keys_inv"),
+    (lambda: CatTensors([]), ValueError, "give the in_keys"),
+])
+def test_bad_arguments_are_named(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+@pytest.mark.parametrize("transform,match", [
+    (lambda: RenameTransform(["done"], ["finished"]), "cannot be renamed"),
+    (lambda: ExcludeTransform("action"), "cannot be excluded"),
+    (lambda: RenameTransform(["observation"], ["observation"]), "already exist"),
+    (lambda: CatFrames(2, -1, in_keys=["pixels"]), r"in_keys \['pixels'\] are not produced"),
+])
+def test_transforms_refuse_what_the_collector_needs(transform, match):
+    with pytest.raises((ValueError, KeyError), match=match):
+        TransformedEnv(CountingEnv(), transform())
+
+
+def test_insert_transform_rebuilds_the_chain():
+    env = TransformedEnv(CountingEnv(limit=100.0), RenameTransform(["observation"], ["obs"]))
+    env.insert_transform(0, CatFrames(2, -1, in_keys=["observation"]))
+    td = env.rollout(2, actions=ONES)
+    assert td["next", "obs"].tolist() == [[0.0, 1.0], [1.0, 2.0]]
+    with pytest.raises(IndexError, match="out of range"):
+        env.insert_transform(5, StepCounter())
+    assert np.array_equal(env.fake_tensordict()["obs"].shape, (2,))
