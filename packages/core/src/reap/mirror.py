@@ -150,7 +150,16 @@ class _MirrorLoader(importlib.abc.Loader):
 
 
 class MirrorFinder(importlib.abc.MetaPathFinder):
-    """Creates the mirrored modules that have no file (``reap.data``, ``reap._utils``, ...)."""
+    """Creates the mirrored modules that have no file (``reap.data``, ``reap._utils``, ...).
+
+    ``import reap`` puts one last on ``sys.meta_path`` (:func:`install`); it answers only for
+    module names under ``reap.`` that a plugin, core or the hint table declares.
+
+    Examples:
+        >>> import importlib.util
+        >>> importlib.util.find_spec("reap.objectives.value.functional").name
+        'reap.objectives.value.functional'
+    """
 
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith(_PREFIX) or not is_mirrored(fullname):
