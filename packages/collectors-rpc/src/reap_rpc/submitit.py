@@ -32,6 +32,6 @@ def start_submitit(collector, tcp_port) -> None:
     collector._open_store(collector._host, tcp_port or 0)
     from reap_rpc._worker import worker_main
 
-    collector._jobs = [executor.submit(worker_main, collector._worker_spec(i, watch_parent=False))
+    collector._jobs = [executor.submit(worker_main, collector._worker_spec(i))
                        for i in range(collector.num_collectors)]
     collector._connect()

@@ -44,7 +44,7 @@ def start_torchrun(collector, tcp_port) -> None:
     collector._host = collector.master_addr or os.environ.get("MASTER_ADDR", "127.0.0.1")
     collector._open_store(collector._host, default_port(tcp_port))
     for i in range(n):
-        spec = collector._worker_spec(i, watch_parent=False)
+        spec = collector._worker_spec(i)
         spec["local"] = False
         spec["bind_host"] = None
         collector._store.set(f"spec/{i}", cloudpickle.dumps(spec))
