@@ -46,3 +46,26 @@ def test_sub_env_error_names_the_worker():
         with Collector(env, constant_policy(), frames_per_batch=8, total_frames=8) as c:
             list(c)
     assert env.is_closed and not any(pid_alive(p) for p in pids)
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_policy_outputs_and_hidden_transform_arrays_over_resets(shared_memory):
+    # a composite policy writes "loc" into the collector's root; a sub-env's transforms keep a
+    # hidden array (the raw observation CatFrames replaced): neither may trip the resets
+    from functools import partial
+
+    from tensordict.nn import TensorDictModule, TensorDictSequential
+
+    from reap import CatFrames, TransformedEnv
+
+    make = partial(TransformedEnv, env_fn(episode_len=3)(), CatFrames(2, -1, in_keys=["observation"]))
+    policy = TensorDictSequential(
+        TensorDictModule(lambda obs: obs[..., :1] * 0 + 0.5, in_keys=["observation"], out_keys=["loc"]),
+        TensorDictModule(lambda loc: loc * 2, in_keys=["loc"], out_keys=["action"]))
+    with ParallelEnv(2, make, shared_memory=shared_memory, mp_start_method=FAST) as env:
+        with Collector(env, policy, frames_per_batch=16, total_frames=32) as collector:
+            batches = list(collector)
+    for batch in batches:
+        assert not any(str(k).startswith("_hidden") for k in batch.keys(True, True))
+        assert batch["next", "done"].any() and (batch["loc"] == 0.5).all()
+        assert torch.equal(batch["next", "observation"][..., :2], batch["observation"][..., 2:])

@@ -154,6 +154,7 @@ class ParallelEnv(EnvBase):
         self._extra_root = {k: v for k, v in meta["root_specs"].items() if k not in plain_root}
         self._extra_next = {k: v for k, v in meta["next_specs"].items() if k not in plain_next}
         self._state_keys = meta["state_keys"]
+        self._sub_root_keys = tuple(meta["root_specs"])
 
     def root_specs(self):
         specs = super().root_specs()
@@ -199,7 +200,7 @@ class ParallelEnv(EnvBase):
                 w_root[self.action_key][0] = action[i]
                 self._send(i, ("s",))
             else:
-                data = {key: value[t][i] for key, value in root.items()}
+                data = {key: root[key][t][i] for key in self._sub_root_keys}
                 data[self.action_key] = action[i]
                 self._send(i, ("s", data))
         replies = self._gather(range(n))
@@ -221,14 +222,14 @@ class ParallelEnv(EnvBase):
                     dest[0] = root[key][t][i]
                 self._send(i, ("r", sub_mask))
             else:
-                self._send(i, ("r", sub_mask, {key: value[t][i] for key, value in root.items()}))
+                self._send(i, ("r", sub_mask, {key: root[key][t][i] for key in self._sub_root_keys}))
             ids.append(i)
         replies = self._gather(ids)
         for i, reply in zip(ids, replies):
             source = self._w_root_np[i] if self.shared_memory else reply[1]
-            for key, dest in root.items():
+            for key in self._sub_root_keys:  # the caller's root may hold more (policy outputs)
                 if key != self.action_key:
-                    dest[t][i] = source[key][0]
+                    root[key][t][i] = source[key][0]
 
     def set_seed(self, seed=None, static_seed=False):
         """Seed the sub-envs one after the other (like ``SerialEnv``); returns the next seed."""
