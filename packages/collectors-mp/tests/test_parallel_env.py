@@ -69,3 +69,27 @@ def test_policy_outputs_and_hidden_transform_arrays_over_resets(shared_memory):
         assert not any(str(k).startswith("_hidden") for k in batch.keys(True, True))
         assert batch["next", "done"].any() and (batch["loc"] == 0.5).all()
         assert torch.equal(batch["next", "observation"][..., :2], batch["observation"][..., 2:])
+
+
+def test_primer_entries_keep_the_root_value_or_what_the_policy_writes():
+    from functools import partial
+
+    from tensordict.nn import TensorDictModule
+
+    from reap import TensorDictPrimer, TransformedEnv
+    from reap.specs import Unbounded
+
+    make = partial(TransformedEnv, env_fn(episode_len=3)(),
+                   TensorDictPrimer({"h": Unbounded(shape=(2,))}, default_value=0.5))
+    silent = TensorDictModule(lambda obs: obs[..., :1] * 0 + 1.0, in_keys=["observation"], out_keys=["action"])
+    writer = TensorDictModule(lambda obs, h: (obs[..., :1] * 0 + 1.0, h + 1.0), in_keys=["observation", "h"],
+                              out_keys=["action", ("next", "h")])
+    with Collector(ParallelEnv(2, make, mp_start_method=FAST), silent, frames_per_batch=12,
+                   total_frames=12) as collector:
+        (batch,) = list(collector)
+    assert (batch["next", "h"] == 0.5).all()  # as TorchRL: "next" holds the root's value
+    with Collector(ParallelEnv(2, make, mp_start_method=FAST), writer, frames_per_batch=12,
+                   total_frames=12) as collector:
+        (batch,) = list(collector)
+    assert torch.equal(batch["next", "h"], batch["h"] + 1.0)
+    assert batch["next", "h"].max() > 1.5  # carried from step to step until a reset

@@ -57,6 +57,7 @@ def env_worker(idx, conn, payload):
             "action_spec": env.action_spec, "reward_spec": env.reward_spec,
             "root_specs": env.root_specs(), "next_specs": env.next_specs(),
             "state_keys": tuple(env.state_keys), "action_key": env.action_key,
+            "passthrough_keys": tuple(env.passthrough_keys),
         }
         conn.send(("ready", meta, root_td if shared else None, next_td if shared else None))
         action = root[env.action_key]
@@ -155,6 +156,10 @@ class ParallelEnv(EnvBase):
         self._extra_next = {k: v for k, v in meta["next_specs"].items() if k not in plain_next}
         self._state_keys = meta["state_keys"]
         self._sub_root_keys = tuple(meta["root_specs"])
+        self._passthrough = meta["passthrough_keys"]
+        # the sub-envs do not write passthrough entries (e.g. a TensorDictPrimer's): the caller's
+        # "next" arrays hold them already (the root's value, or what the policy wrote)
+        self._sub_next_keys = tuple(k for k in meta["next_specs"] if k not in self._passthrough)
 
     def root_specs(self):
         specs = super().root_specs()
@@ -169,6 +174,10 @@ class ParallelEnv(EnvBase):
     @property
     def state_keys(self):
         return self._state_keys
+
+    @property
+    def passthrough_keys(self):
+        return self._passthrough
 
     # ---- array API -------------------------------------------------------------------------
     def _gather(self, ids) -> list:
@@ -206,8 +215,8 @@ class ParallelEnv(EnvBase):
         replies = self._gather(range(n))
         for i in range(n):
             source = self._w_next_np[i] if self.shared_memory else replies[i][1]
-            for key, dest in nxt.items():
-                dest[t][i] = source[key][0]
+            for key in self._sub_next_keys:
+                nxt[key][t][i] = source[key][0]
 
     def _reset_into(self, root, t, mask):
         if self.is_closed:
