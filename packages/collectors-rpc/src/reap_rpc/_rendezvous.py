@@ -50,9 +50,10 @@ def open_store(host: str, port: int, timeout: float) -> tuple[dist.TCPStore, int
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise PortInUseError(
-                exc.errno, f"tcp_port={port} on {host} is already in use; pass another tcp_port, "
-                "or none to use a free one") from None
+            err = PortInUseError(f"tcp_port={port} on {host} is already in use; pass another tcp_port, "
+                                 "or none to use a free one")
+            err.errno = errno.EADDRINUSE
+            raise err from None
         raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
     chosen = sock.getsockname()[1]
     fd = sock.detach()  # the store owns the socket from here on and closes it

@@ -106,11 +106,26 @@ class RemoteWeightUpdater(WeightUpdaterBase):
 
 
 class RPCWeightUpdater(RemoteWeightUpdater):
-    """TorchRL's name for the updater of an :class:`~reap_rpc.RPCCollector`."""
+    """TorchRL's name for the updater of an :class:`~reap_rpc.RPCCollector`.
+
+    Examples:
+        >>> from reap_rpc import RPCWeightUpdater
+        >>> updater = RPCWeightUpdater(weight_getter=lambda: {"module.weight": 1.0})
+        >>> updater.weight_getter()
+        {'module.weight': 1.0}
+    """
 
 
 class DistributedWeightUpdater(RemoteWeightUpdater):
-    """TorchRL's name for the updater of a :class:`~reap_rpc.DistributedCollector`."""
+    """TorchRL's name for the updater of a :class:`~reap_rpc.DistributedCollector`.
+
+    Examples:
+        >>> from reap_rpc import DistributedWeightUpdater
+        >>> DistributedWeightUpdater().push_weights()
+        Traceback (most recent call last):
+        ...
+        RuntimeError: DistributedWeightUpdater: not registered with a collector
+    """
 
 
 __all__ = ["DistributedWeightSyncScheme", "DistributedWeightUpdater", "RPCWeightSyncScheme",
