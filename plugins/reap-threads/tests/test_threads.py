@@ -174,6 +174,15 @@ def test_a_stuck_worker_is_reported_within_worker_timeout():
     assert time.monotonic() - start < 5.0  # the 0.5 s deadline, plus joining the napping thread
 
 
+def test_a_slow_trainer_is_not_taken_for_a_stuck_worker():
+    """Deadlines count from what the driver has read: batches waiting in the queue are progress."""
+    with ThreadAsyncCollector([env_fn(batch=2)] * 2, None, frames_per_batch=4, total_frames=16,
+                              worker_timeout=0.3) as collector:
+        for _ in collector:
+            time.sleep(0.6)  # training, longer than worker_timeout
+    assert collector.frames == 16
+
+
 def test_shutdown_ends_every_thread_and_is_idempotent():
     with ThreadAsyncCollector([env_fn(batch=2)] * 3, None, frames_per_batch=4) as collector:
         assert len(_worker_threads()) == 3

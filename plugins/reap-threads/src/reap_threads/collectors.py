@@ -279,7 +279,7 @@ class _ThreadCollector(BaseCollector):
     def _take(self, timeout: float) -> bool:
         """Move one result into the stash (or raise a worker's error); False on timeout."""
         try:
-            kind, idx, value = self._results.get(timeout=timeout)
+            kind, idx, value = self._results.get(timeout=timeout) if timeout > 0 else self._results.get_nowait()
         except queue.Empty:
             return False
         if kind == "error":
@@ -292,6 +292,8 @@ class _ThreadCollector(BaseCollector):
     def _wait(self, kind: str, among: set[int] | None = None) -> tuple[int, object]:
         """The next ``(idx, value)`` of ``kind`` from a worker in ``among`` (all), within deadlines."""
         while True:
+            while self._take(0):  # first what has arrived (the trainer may have been busy a while)
+                pass
             for k, (got, idx, value) in enumerate(self._stash):
                 if got == kind and (among is None or idx in among):
                     del self._stash[k]
