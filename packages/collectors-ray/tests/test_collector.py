@@ -1,13 +1,16 @@
 """RayCollector: TorchRL's layout in sync and async mode, weights, seeds, replay buffer, backends."""
 
+import asyncio
 import doctest
 import importlib
+import json
 import time
 
 import pytest
 import torch
 
 from reap import Collector, MultiCollector
+from reap.collectors.worker import TRAJ_ID_BLOCK
 from reap_mp.testing import ConstantPolicy, env_fn
 from reap_ray import RayCollector, RayReplayBuffer, RayWeightUpdater
 from reap_ray.testing import reap_actors_alive
@@ -15,6 +18,7 @@ from reap_replay import LazyTensorStorage
 
 VERSION = ("collector", "policy_version")
 WORKER = ("collector", "worker_id")
+TRAJ = ("collector", "traj_ids")
 
 
 def _weight(batch):
@@ -28,14 +32,20 @@ def test_sync_layout_weights_seeds_state_and_actors_kept_after_iteration():
                              frames_per_batch=16, total_frames=48, sync=True)
     with collector:
         seen = []
+        ids: list[set] = [set(), set()]
         for i, batch in enumerate(collector):
             # [num_collectors, n_envs, frames_per_batch // num_collectors // n_envs]
             assert batch.batch_size == torch.Size([2, 2, 4])
             assert batch[WORKER][:, 0, 0].tolist() == [0, 1]
+            for a in (0, 1):
+                ids[a] |= set(batch[TRAJ][a].flatten().tolist())
             seen.append((_weight(batch), batch[VERSION].unique().tolist()))
             policy.weight.data.fill_(10.0 + i)
             collector.update_policy_weights_(policy)
         assert seen == [([1.0], [0]), ([10.0], [1]), ([11.0], [2])]
+        # trajectory ids: each actor has its own block, so none repeats across actors
+        assert ids[0] == set(range(len(ids[0]))) and len(ids[0]) > 2  # episodes of 4 steps, 2 envs
+        assert ids[1] == {TRAJ_ID_BLOCK + i for i in range(len(ids[1]))}
         assert collector.frames == 48
         assert len(reap_actors_alive()) == 2  # finishing the iteration keeps the actors
         # a second iteration reuses them; worker_ids reaches only actor 1
@@ -149,16 +159,65 @@ def test_multicollector_backend_ray_async_with_envs_per_collector():
 
 
 @pytest.mark.slow
-def test_collector_class_sync_runs_worker_processes_inside_each_actor():
+def test_collector_class_sync_runs_worker_processes_inside_each_actor(tmp_path):
     with RayCollector(env_fn(), ConstantPolicy(1.0).as_module(), collector_class="sync", num_collectors=1,
                       num_workers_per_collector=2, frames_per_batch=8, total_frames=16, sync=True) as collector:
+        # the actor's two worker processes trace to distinct files
+        collector.enable_profile(workers=[0], num_rollouts=2, save_path=str(tmp_path / "t_{worker_idx}.json"))
         batches = list(collector)
+        collector.disable_profile()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["t_0.0.json", "t_0.1.json"]
+        assert [t.worker for t in collector.timings()] == ["0.0", "0.1"]
         # [1 actor, 2 worker processes, 4 steps]; the inner workers' ids stay in the batch
         assert [b.batch_size for b in batches] == [torch.Size([1, 2, 4])] * 2
         assert batches[0][WORKER][0, :, 0].tolist() == [0, 1]
         collector.update_policy_weights_({"module.weight": torch.tensor([4.0])})
         collector.total_frames = 24
         assert _weight(next(iter(collector))) == [4.0]
+
+
+def test_add_collectors_then_async_shutdown():
+    with RayCollector([env_fn()], ConstantPolicy(2.0).as_module(), frames_per_batch=4, total_frames=16,
+                      sync=True) as collector:
+        collector.add_collectors(env_fn())
+        assert collector.num_collectors == 2 and len(collector.node_ids) == 2
+        batches = list(collector)
+        # an added actor collects the same share as the others (4 frames, set at construction)
+        assert [b.batch_size for b in batches] == [torch.Size([2, 4])] * 2
+        assert batches[0][WORKER][:, 0].tolist() == [0, 1] and _weight(batches[0]) == [2.0]
+        assert batches[-1][TRAJ][1].min().item() >= TRAJ_ID_BLOCK  # the new actor has its own ids
+        asyncio.run(collector.async_shutdown())
+        assert collector._closed and not reap_actors_alive()
+
+
+def test_profiling_traces_only_the_chosen_actors_and_times_each(tmp_path):
+    with RayCollector([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), frames_per_batch=4,
+                      total_frames=24) as collector:
+        collector.enable_profile(workers=[1], num_rollouts=2, save_path=str(tmp_path / "t_{worker_idx}.json"))
+        assert len(list(collector)) == 6
+        timings = collector.timings()
+        assert [t.worker for t in timings] == ["0", "1"]
+        assert sum(t.frames for t in timings) >= 24 and all(t.rollouts >= 1 for t in timings)
+        collector.disable_profile()  # writes what was recorded
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t_1.json"]
+    trace = json.loads((tmp_path / "t_1.json").read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert {"reap::env_step", "reap::policy"} <= names
+    # rollout 0 is the warm-up (warmup_rollouts=1), rollout 1 is recorded, none after num_rollouts=2
+    assert {n for n in names if n.startswith("reap::rollout ")} == {"reap::rollout 1"}
+
+
+def test_reap_collect_cli_batch_the_backend_cannot_split_is_a_clean_error(capsys):
+    from reap.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["collect", "--env", "CartPole-v1", "--frames", "80", "--backend", "ray", "--workers", "2",
+              "--frames-per-batch", "41", "--no-progress"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("reap: error: --backend 'ray' with --workers 2, --frames-per-batch 41: ")
+    assert "splits frames_per_batch=41 evenly across 2 collectors; pass a multiple of 2" in err
+    assert "Traceback" not in err
 
 
 def test_reap_collect_cli_backend_ray(capsys):
@@ -169,7 +228,7 @@ def test_reap_collect_cli_backend_ray(capsys):
     assert "collected 80 frames" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["reap_ray", "reap_ray.collector", "reap_ray.replay_buffer",
+@pytest.mark.parametrize("name", ["reap_ray", "reap_ray.collector", "reap_ray.replay_buffer", "reap_ray.batches",
                                   "reap_ray.weight_sync", "reap_ray.plugin", "reap_ray.testing"])
 def test_docstring_examples_run(name):
     module = importlib.import_module(name)

@@ -6,7 +6,7 @@ which loads them before the rollout it then runs (never during one) and tags the
 ``("collector", "policy_version")`` and, for a reap ``Collector``, ``("collector",
 "worker_id")``. With a replay buffer, the batch is written into the buffer's actor (flattened
 to frames, at most ``max_writes_in_flight`` writes outstanding) and only the frame count goes
-back. An exception in ``collect`` comes back as ``("error", text, traceback)``, naming the actor.
+back; otherwise the batch goes back as NumPy arrays (:mod:`reap_ray.batches`). An exception in ``collect`` comes back as ``("error", text, traceback)``, naming the actor.
 """
 
 from __future__ import annotations
@@ -20,17 +20,20 @@ import torch
 
 from reap.collectors.worker import CollectorWorker
 from reap.weight_update import as_weights
+from reap_ray.batches import pack_batch
 from reap_ray.weight_sync import RayWeightSyncScheme
 
 
 class CollectorActor:
     def __init__(self, idx: int, collector_class, kwargs: dict, policy=None, replay_buffer=None,
-                 max_writes_in_flight: int = 2, write_timeout: float = 60.0, plugin_options=None):
+                 max_writes_in_flight: int = 2, write_timeout: float = 60.0, plugin_options=None,
+                 traj_id_offset: int = 0):
         self.idx = idx
         if policy is not None:
             kwargs = {**kwargs, "policy": policy}
         collector = collector_class(**kwargs)
-        self.worker = CollectorWorker(idx, collector, apply_weights=RayWeightSyncScheme.apply)
+        self.worker = CollectorWorker(idx, collector, apply_weights=RayWeightSyncScheme.apply,
+                                      traj_id_offset=traj_id_offset)
         for name, options in (plugin_options or {}).items():  # also after a restart
             self.worker.set_plugin_options(name, options)
         self.replay_buffer = replay_buffer
@@ -55,7 +58,7 @@ class CollectorActor:
                 self.worker.receive_weights(weights, version)
             batch = self.worker.collect()
             if self.replay_buffer is None:
-                return batch
+                return pack_batch(batch)
             frames = batch.numel()
             self._write(batch.reshape(-1))
             return frames

@@ -30,14 +30,13 @@ from collections.abc import Callable
 
 import numpy as np
 import ray
-import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tensordict.nn import InteractionType
 
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import WorkerWeights
 from reap.collectors.collector import Collector
-from reap.collectors.worker import resolve_collector_class
+from reap.collectors.worker import TRAJ_ID_BLOCK, resolve_collector_class
 from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
@@ -49,6 +48,7 @@ from reap_ray._ray import (
     shutdown_ray_if_ours,
     wait_ready,
 )
+from reap_ray.batches import stack_batches, unpack_batch
 from reap_ray.replay_buffer import RayReplayBuffer
 from reap_ray.weight_sync import RayWeightSyncScheme, RayWeightUpdater
 
@@ -262,6 +262,7 @@ class RayCollector(BaseCollector):
         self._seed: tuple[int, bool] | None = None
         self._layout = None  # the policy's weights on the meta device: what pushed weights must match
         self._hook_started = False
+        self._actor_starts = 0
         self.weight_updater = self._resolve_updater(weight_updater, owner)
         self.started_ray = ensure_ray(ray_init_config)
         self._policy_ref = ray.put(policy) if policy is not None else None
@@ -350,8 +351,10 @@ class RayCollector(BaseCollector):
         cls = ray.remote(CollectorActor).options(max_restarts=0, max_concurrency=1, **self._configs[idx])
         kwargs = spec["kwargs"]
         rb = self.replay_buffer.actor if self.replay_buffer is not None else None
+        self._actor_starts += 1  # each actor process gets its own block of trajectory ids
         return cls.remote(idx, self.collector_class, kwargs, spec["policy"], rb,
-                          self.max_writes_in_flight, self.actor_timeout, spec.get("plugin_options"))
+                          self.max_writes_in_flight, self.actor_timeout, spec.get("plugin_options"),
+                          (self._actor_starts - 1) * TRAJ_ID_BLOCK)
 
     def _wait_ready(self, refs, indices) -> dict:
         wait_ready(refs, [self._configs[i] for i in indices], self.actor_start_timeout, "RayCollector")
@@ -458,19 +461,25 @@ class RayCollector(BaseCollector):
             if not self._inflight:
                 raise RuntimeError("RayCollector: no request in flight (internal error)")
             now = time.monotonic()
-            oldest_idx, oldest_start = min(self._inflight.values(), key=lambda v: v[1])
+            oldest_ref = min(self._inflight, key=lambda r: self._inflight[r][1])
+            oldest_idx, oldest_start = self._inflight[oldest_ref]
             left = oldest_start + self.actor_timeout - now
             if left <= 0:
-                raise RayCollectorError(
-                    f"RayCollector: collector actor {oldest_idx} made no progress for "
-                    f"{now - oldest_start:.1f} s (actor_timeout={self.actor_timeout:g} s): it is hung "
-                    "or far slower than expected; raise actor_timeout if its batches are that slow",
-                    oldest_idx,
-                )
-            ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=min(left, 5.0))
-            if not ready:
-                continue
-            ref = ready[0]
+                # overdue, unless its batch is in: the driver may have been busy (restarting
+                # another actor) while it finished
+                if not ray.wait([oldest_ref], num_returns=1, timeout=0)[0]:
+                    raise RayCollectorError(
+                        f"RayCollector: collector actor {oldest_idx} made no progress for "
+                        f"{now - oldest_start:.1f} s (actor_timeout={self.actor_timeout:g} s): it is hung "
+                        "or far slower than expected; raise actor_timeout if its batches are that slow",
+                        oldest_idx,
+                    )
+                ref = oldest_ref
+            else:
+                ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=min(left, 5.0))
+                if not ready:
+                    continue
+                ref = ready[0]
             idx, _ = self._inflight.pop(ref)
             try:
                 value = ray.get(ref, timeout=self.actor_timeout)
@@ -542,7 +551,7 @@ class RayCollector(BaseCollector):
                 self._frames += sum(parts)
                 yield None
                 continue
-            batch = torch.stack(parts, 0)
+            batch = stack_batches(parts)
             self._frames += batch.numel()
             yield batch
 
@@ -556,8 +565,12 @@ class RayCollector(BaseCollector):
             idx, value = self._next_result()
             self._worker_weights.delivered(idx)
             self._iter += 1
-            self._frames += value if self.replay_buffer is not None else value.numel()
-            out = None if self.replay_buffer is not None else value
+            if self.replay_buffer is not None:
+                self._frames += value
+                out = None
+            else:
+                out = unpack_batch(value)
+                self._frames += out.numel()
             if self.update_after_each_batch:  # the trainer's step first, then the new weights go
                 yield out
                 if not self._closed and self._more(self._in_flight_frames()):

@@ -397,6 +397,9 @@ def run(args, env_fn, policy, signals: StopSignals) -> None:
                 collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
         except PluginNotInstalledError as exc:
             fail(f"--backend {args.backend!r}: {exc}")
+        except ValueError as exc:  # options the backend refuses (e.g. a batch it cannot split evenly)
+            fail(f"--backend {args.backend!r} with --workers {args.workers}, --frames-per-batch "
+                 f"{args.frames_per_batch}: {exc}")
         if args.profile:
             try:
                 collector.enable_profile(save_path=Path(args.profile) / "worker_{worker_idx}.json")

@@ -35,6 +35,11 @@ from reap.plugins import hook
 
 VERSION_KEY = ("collector", "policy_version")
 WORKER_KEY = ("collector", "worker_id")
+TRAJ_KEY = ("collector", "traj_ids")
+#: Trajectory ids each worker process may use: process ``k`` of a driver gets ``traj_id_offset=
+#: k * TRAJ_ID_BLOCK``, so ids never repeat across workers (or a worker and its replacement)
+#: without a counter shared across machines.
+TRAJ_ID_BLOCK = 2**40
 
 
 def format_worker_error(exc: BaseException, worker_idx: int, label: str = "collector worker") -> tuple[str, str]:
@@ -71,6 +76,9 @@ class CollectorWorker:
         apply_weights: how received weights are loaded (``collector.update_policy_weights_``).
         tag_worker_id: write ``("collector", "worker_id")`` (default: when ``collector`` runs
             its own rollouts, i.e. has ``collect_into``).
+        traj_id_offset: added to ``("collector", "traj_ids")`` of every batch :meth:`collect`
+            returns (e.g. ``k * TRAJ_ID_BLOCK`` for the driver's ``k``-th worker process), so
+            workers whose collectors count from 0 give distinct ids.
 
     Examples:
         >>> from reap import Collector, GymEnv
@@ -84,7 +92,8 @@ class CollectorWorker:
     """
 
     def __init__(self, worker_idx: int, collector, *, receiver=None,
-                 apply_weights: Callable | None = None, tag_worker_id: bool | None = None):
+                 apply_weights: Callable | None = None, tag_worker_id: bool | None = None,
+                 traj_id_offset: int = 0):
         if isinstance(worker_idx, bool) or not isinstance(worker_idx, int) or worker_idx < 0:
             raise ValueError(f"CollectorWorker: worker_idx must be a non-negative int, got {worker_idx!r}")
         self.worker_idx = worker_idx
@@ -93,6 +102,7 @@ class CollectorWorker:
         self._apply = apply_weights
         self.tag_worker_id = hasattr(collector, "collect_into") if tag_worker_id is None else bool(tag_worker_id)
         self.version = 0 if receiver is None else receiver.poll()
+        self.traj_id_offset = int(traj_id_offset)
         #: batches collected since the weights last changed (or since the start)
         self.batches_since_update = 0
         self._pending: tuple | None = None  # (weights, version) received, not yet loaded
@@ -137,6 +147,10 @@ class CollectorWorker:
             batch.set(VERSION_KEY, torch.full(batch.batch_size, version, dtype=torch.int64))
             if self.tag_worker_id:
                 batch.set(WORKER_KEY, torch.full(batch.batch_size, self.worker_idx, dtype=torch.int64))
+            if self.traj_id_offset:
+                ids = batch.get(TRAJ_KEY, None)
+                if ids is not None:
+                    ids.add_(self.traj_id_offset)  # a fresh batch: the collector keeps no reference
         return batch
 
     def new_slot(self) -> TensorDictBase:
@@ -227,5 +241,5 @@ def resolve_collector_class(collector_class, owner: str):
     return collector_class
 
 
-__all__ = ["COLLECTOR_CLASSES", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
+__all__ = ["COLLECTOR_CLASSES", "TRAJ_ID_BLOCK", "TRAJ_KEY", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
            "resolve_collector_class"]
