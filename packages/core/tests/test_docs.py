@@ -22,7 +22,10 @@ def test_doctests(name):
 
 def test_public_classes_have_examples():
     for name in ("Collector", "GymEnv", "SerialEnv", "EnvBase", "TransformedEnv", "compile_with_warmup",
-                 "VanillaWeightUpdater"):
+                 "VanillaWeightUpdater", "CatFrames", "CatTensors", "UnsqueezeTransform", "RenameTransform",
+                 "ExcludeTransform", "SelectTransform", "RewardScaling", "RewardClipping", "FrameSkipTransform",
+                 "NoopResetEnv", "InitTracker", "TensorDictPrimer", "EnvCreator", "MultiStep", "Bounded",
+                 "check_env_specs", "step_mdp"):
         obj = getattr(reap, name)
         module = importlib.import_module(obj.__module__)
         assert ">>>" in (obj.__doc__ or "") + (module.__doc__ or ""), name
