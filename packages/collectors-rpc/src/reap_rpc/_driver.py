@@ -612,6 +612,10 @@ class RemoteCollector(BaseCollector):
             finally:
                 if self._launcher is not None:
                     self._launcher.stop(grace)
+                if self.__dict__.get("_jobs"):
+                    from reap_rpc.submitit import stop_jobs
+
+                    stop_jobs(self._jobs, grace)
                 self._close_transport()
                 self._store = self._server = None
                 gc.collect()

@@ -35,3 +35,16 @@ def start_submitit(collector, tcp_port) -> None:
     collector._jobs = [executor.submit(worker_main, collector._worker_spec(i))
                        for i in range(collector.num_collectors)]
     collector._connect()
+
+
+def stop_jobs(jobs, grace: float) -> None:
+    """Wait up to ``grace`` s for the jobs to end (the workers were told to leave), then cancel
+    those still running."""
+    import time
+
+    deadline = time.monotonic() + grace
+    for job in jobs:
+        while not job.done() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not job.done():
+            job.cancel(check=False)
