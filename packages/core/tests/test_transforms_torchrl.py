@@ -68,6 +68,16 @@ CASES = {
     ),
     "FrameSkipTransform": (lambda: reap.FrameSkipTransform(3), lambda: T.FrameSkipTransform(3)),
     "NoopResetEnv": (lambda: reap.NoopResetEnv(5), lambda: T.NoopResetEnv(5)),
+    "ObservationNorm": (
+        lambda: reap.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"]),
+        lambda: T.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"], standard_normal=True),
+    ),
+    "ClipTransform": (
+        lambda: reap.ClipTransform(in_keys=["observation"], low=-0.5, high=0.5),
+        lambda: T.ClipTransform(in_keys=["observation"], low=-0.5, high=0.5),
+    ),
+    "DoubleToFloat": (lambda: reap.DoubleToFloat(), lambda: T.DoubleToFloat()),
+    "StepCounter": (lambda: reap.StepCounter(max_steps=4), lambda: T.StepCounter(max_steps=4)),
     "stack": (  # several at once, in a chain that renames, reshapes and reads earlier outputs
         lambda: reap.Compose(reap.StepCounter(), reap.InitTracker(), reap.RewardScaling(0.5, 3.0),
                              reap.CatFrames(2, -1, in_keys=["observation"]), reap.RewardSum(),
