@@ -149,11 +149,6 @@ class EnvBase:
     def done_key(self):
         return "done"
 
-    @property
-    def hidden_keys(self) -> frozenset:
-        """Array keys the env needs on the hot path but leaves out of its TensorDicts and batches."""
-        return frozenset(k for k in (*self.root_specs(), *self.next_specs()) if is_hidden(k))
-
     def root_specs(self) -> dict[str, TensorSpec]:
         """Leaf specs of the root-side arrays, by flat key."""
         specs = dict(self.observation_spec.items())
