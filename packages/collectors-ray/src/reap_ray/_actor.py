@@ -32,7 +32,7 @@ class CollectorActor:
         if policy is not None:
             kwargs = {**kwargs, "policy": policy}
         collector = collector_class(**kwargs)
-        self.worker = CollectorWorker(idx, collector, apply_weights=RayWeightSyncScheme.apply,
+        self.worker = CollectorWorker(idx, collector, apply_weights=RayWeightSyncScheme.applier(collector),
                                       traj_id_offset=traj_id_offset)
         for name, options in (plugin_options or {}).items():  # also after a restart
             self.worker.set_plugin_options(name, options)
