@@ -7,8 +7,10 @@ import pytest
 import ray
 import torch
 
+from reap import Collector, GymEnv
 from reap_mp.testing import ConstantPolicy, env_fn
 from reap_ray import RayCollector, RayCollectorError
+from reap_ray.collector import actor_seed
 from reap_ray.testing import ExitingEnv, reap_actors_alive
 
 VERSION = ("collector", "policy_version")
@@ -39,6 +41,26 @@ def test_killed_actor_restarts_with_latest_weights_and_redoes_its_share():
         assert collector.worker_restarts == [1, 0]
         assert collector.remote_collectors[0] is not old
     assert not reap_actors_alive()  # shutdown waits until Ray reports the actors dead
+
+
+def test_restarted_actor_is_reseeded_with_a_seed_of_its_own():
+    def first_observation(seed: int):
+        with Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=2) as local:
+            local.set_seed(seed)
+            return next(iter(local))["observation"][0]
+
+    with RayCollector(functools.partial(GymEnv, "Pendulum-v1"), None, num_collectors=1, frames_per_batch=2,
+                      total_frames=-1) as collector:
+        collector.set_seed(7)
+        batches = iter(collector)
+        first = next(batches)["observation"][0]
+        assert torch.equal(first, first_observation(actor_seed(7, 0)))
+        ray.kill(collector.remote_collectors[0])
+        with pytest.warns(RuntimeWarning, match="collector actor 0 died"):
+            redone = next(batches)["observation"][0]  # the new actor's first batch, from its reset
+        assert collector.worker_restarts == [1]
+        assert actor_seed(7, 0, 1) != actor_seed(7, 0)
+        assert torch.equal(redone, first_observation(actor_seed(7, 0, 1))) and not torch.equal(redone, first)
 
 
 def test_actor_exiting_mid_batch_is_restarted_and_the_lost_batch_redone(tmp_path):
