@@ -7,7 +7,14 @@ from tensordict.nn import TensorDictModule
 
 from reap import Collector, GymEnv
 from reap.collectors.bookkeeping import WorkerWeights
-from reap.collectors.worker import VERSION_KEY, WORKER_KEY, CollectorWorker, format_worker_error
+from reap.collectors.worker import (
+    TRAJ_ID_BLOCK,
+    TRAJ_KEY,
+    VERSION_KEY,
+    WORKER_KEY,
+    CollectorWorker,
+    format_worker_error,
+)
 
 
 def constant_policy(value: float) -> TensorDictModule:
@@ -175,3 +182,17 @@ def test_worker_weights_replaced_worker_gets_its_latest_weights_again():
     assert ww.next_request(2) == (None, 0)  # a new worker runs what it was built with
     ww.replaced(2)
     assert ww.next_request(2) == (None, 0)
+
+
+def test_traj_id_offset_gives_each_worker_its_own_ids():
+    def ids(offset):
+        worker = CollectorWorker(0, Collector(GymEnv("Pendulum-v1", num_envs=2), None, frames_per_batch=8,
+                                              max_frames_per_traj=2), traj_id_offset=offset)
+        try:
+            return worker.collect()[TRAJ_KEY]
+        finally:
+            worker.close()
+
+    plain, shifted = ids(0), ids(3 * TRAJ_ID_BLOCK)
+    assert plain.flatten().tolist() == [0, 0, 2, 2, 1, 1, 3, 3]  # env 0's then env 1's steps
+    assert torch.equal(shifted, plain + 3 * TRAJ_ID_BLOCK)
