@@ -4,8 +4,8 @@ multi-process collectors (same envs) and TorchRL's RPCCollector and DistributedC
 
 Every case runs 2 workers x 8 Pendulum-v1 envs with the same ``nn.Linear`` policy and ``--fpb``
 frames a batch (sync: the total of one batch; async: each worker's batch is ``--fpb / 2``).
-reap's cases are started first and take turns for ``--rounds`` rounds, each measuring frames/s
-over whole batches; the medians are shown (start-up excluded). One RPC agent and one default
+reap's cases of one mode are started together and take turns for ``--rounds`` rounds, each
+measuring frames/s over whole batches; the medians are shown (start-up excluded). One RPC agent and one default
 process group fit in a process, so each TorchRL case is built alone and takes turns with reap's
 multi-process collector of the same mode: its ratio to TorchRL is the ratio of the two ratios.
 
@@ -80,7 +80,7 @@ def free_port() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fpb", type=int, default=2048, help="frames of one sync batch (2 x 8 envs)")
-    parser.add_argument("--batches", type=int, default=6, help="sync batches' worth of frames per turn")
+    parser.add_argument("--batches", type=int, default=4, help="sync batches' worth of frames per turn")
     parser.add_argument("--rounds", type=int, default=3, help="turns per case; the median is shown")
     parser.add_argument("--no-torchrl", action="store_true")
     args = parser.parse_args()
@@ -93,15 +93,15 @@ def main() -> None:
     half, frames = args.fpb // 2, args.fpb * args.batches
     anchors = {"sync": lambda: MultiSyncCollector([reap_pendulum] * 2, policy, frames_per_batch=args.fpb),
                "async": lambda: MultiAsyncCollector([reap_pendulum] * 2, policy, frames_per_batch=half)}
-    cases = {}
-    for kind, sync, fpb in (("sync", True, args.fpb), ("async", False, half)):
-        cases[f"reap RPCCollector {kind}"] = started(RPCCollector([reap_pendulum] * 2, policy, frames_per_batch=fpb, sync=sync))
-        cases[f"reap DistributedCollector {kind}"] = started(
-            DistributedCollector([reap_pendulum] * 2, policy, frames_per_batch=fpb, sync=sync))
-        cases[f"reap multi-process {kind}"] = started(anchors[kind]())
-    med = turns(cases, args.rounds, frames)
-    for collector, _ in cases.values():
-        collector.shutdown()
+    med = {}
+    for kind, sync, fpb in (("sync", True, args.fpb), ("async", False, half)):  # one RPC agent at a time
+        cases = {f"reap RPCCollector {kind}": started(RPCCollector([reap_pendulum] * 2, policy, frames_per_batch=fpb, sync=sync)),
+                 f"reap DistributedCollector {kind}": started(
+                     DistributedCollector([reap_pendulum] * 2, policy, frames_per_batch=fpb, sync=sync)),
+                 f"reap multi-process {kind}": started(anchors[kind]())}
+        med.update(turns(cases, args.rounds, frames))
+        for collector, _ in cases.values():
+            collector.shutdown()
 
     peers = {}
     if torchrl:

@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from reap.plugins import get_registries
 from reap_mp.testing import ConstantPolicy, env_fn
 from reap_rpc import DistributedCollector, PortInUseError, RPCCollector
 
@@ -47,6 +48,7 @@ def test_user_default_process_group_works_beside_collectors_built_one_after_anot
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
     try:
         model = DistributedDataParallel(torch.nn.Linear(2, 1))
+        get_registries()  # every plugin loaded first (importing ray sets RAY_CLIENT_MODE)
         environ = dict(os.environ)
         for cls in (DistributedCollector, RPCCollector, RPCCollector):  # RPC twice: the agent starts again
             policy = ConstantPolicy(2.0)
@@ -59,5 +61,10 @@ def test_user_default_process_group_works_beside_collectors_built_one_after_anot
                     assert t.item() == 1.0
             assert dist.is_initialized() and dist.get_world_size() == 1
         assert dict(os.environ) == environ  # nothing written into the caller's environment
+        from torch.distributed import rpc
+        from torch.distributed.rpc import backend_registry
+
+        # torch's RPC registry untouched: a user's own rpc.init_rpc(backend=TENSORPIPE) still works
+        assert isinstance(rpc.BackendType.TENSORPIPE, backend_registry.BackendType)
     finally:
         dist.destroy_process_group()

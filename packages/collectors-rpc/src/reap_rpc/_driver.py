@@ -300,11 +300,7 @@ class RemoteCollector(BaseCollector):
         return {**self._specs[i], "key": self._key, "host": self._host, "port": self.tcp_port,
                 "world_size": self.num_collectors + 1, "transport": self._transport, "env": env,
                 "timeout": self.start_timeout, "local": self._local,
-                "bind_host": LOOPBACK if self._local else None, "tensorpipe_options": self.tensorpipe_options,
-                "rpc_counter": self._rpc_counter()}
-
-    def _rpc_counter(self):
-        return None
+                "bind_host": LOOPBACK if self._local else None, "tensorpipe_options": self.tensorpipe_options}
 
     def _connect(self) -> None:
         """Wait until every worker built its collector, then start the transport."""

@@ -7,8 +7,9 @@
 * :func:`gloo_group`: a private ``ProcessGroupGloo`` on a store, its device pinned to an
   address: never the global default group, so a user's own group in the same process works.
 * :func:`init_rpc_agent`: a TensorPipe RPC agent on a store, started without the gloo group
-  ``torch.distributed.rpc.init_rpc`` builds on the host name's interface; on one machine it uses
-  TensorPipe's shared-memory transport only (no TCP listener at all).
+  ``torch.distributed.rpc.init_rpc`` builds on the host name's interface (and without touching
+  torch's RPC backend registry); on one machine it uses TensorPipe's shared-memory transport
+  only (no TCP listener at all).
 
 Examples:
     >>> store, port = open_store("127.0.0.1", 0, timeout=5.0)
@@ -83,88 +84,39 @@ def gloo_group(store, rank: int, world_size: int, *, host: str | None, timeout: 
     return dist.ProcessGroupGloo(pg_store, rank, world_size, opts)
 
 
-# ---- RPC ------------------------------------------------------------------------------------------
-_STORES: dict[str, object] = {}
-_REGISTERED = False
-
-
-def _rendezvous_handler(url: str, **kwargs):
-    # reap-store://<key>?rank=R&world_size=N : the store this process registered under <key>
-    from urllib.parse import parse_qs, urlparse
-
-    parsed = urlparse(url)
-    query = parse_qs(parsed.query)
-    store = _STORES[parsed.netloc]
-    yield store, int(query["rank"][0]), int(query["world_size"][0])
-
-
-def _options_handler(rpc_timeout, init_method, num_worker_threads=16, _transports=None,
-                     _channels=None, **kwargs):
+# ---- RPC ----------------------------------------------------------------------------------------------
+def _start_agent(store, name, rank, world_size, options):
+    """What ``torch.distributed.rpc.init_rpc`` does for TensorPipe, less the gloo group it binds to
+    the host name's interface: the agent, then a barrier on the store (every agent listens)."""
+    import torch.distributed.autograd as dist_autograd
     from torch.distributed import rpc
 
-    return rpc.TensorPipeRpcBackendOptions(
-        rpc_timeout=rpc_timeout, init_method=init_method, num_worker_threads=num_worker_threads,
-        _transports=_transports, _channels=_channels)
-
-
-def _agent_handler(store, name, rank, world_size, rpc_backend_options):
-    from torch.distributed import rpc
-
-    agent = rpc.TensorPipeAgent(store, name, rank, world_size, rpc_backend_options, {}, [])
+    dist_autograd._init(rank)
+    rpc._set_profiler_node_id(rank)
+    agent = rpc.TensorPipeAgent(store, name, rank, world_size, options, {}, [])
     rpc.api._init_rpc_states(agent)
-    # a barrier on the store instead of torch's gloo group: every agent is listening
-    timeout = _td(rpc_backend_options.rpc_timeout)
+    timeout = _td(options.rpc_timeout)
     store.set(f"reap_ready/{rank}", b"1")
     store.wait([f"reap_ready/{r}" for r in range(world_size)], timeout)
-    return agent
-
-
-def _register() -> object:
-    global _REGISTERED
-    from torch.distributed.rendezvous import register_rendezvous_handler
-    from torch.distributed.rpc import backend_registry
-
-    if not _REGISTERED:
-        register_rendezvous_handler("reap-store", _rendezvous_handler)
-        _REGISTERED = True
-    if not backend_registry.backend_registered("REAP_TENSORPIPE"):
-        backend_registry.register_backend("REAP_TENSORPIPE", _options_handler, _agent_handler)
-    return backend_registry.BackendType.REAP_TENSORPIPE
 
 
 def init_rpc_agent(store, name: str, rank: int, world_size: int, *, local: bool, timeout: float,
-                   key: str, options: dict | None = None, counter: int | None = None) -> None:
+                   key: str, options: dict | None = None) -> None:
     """Start this process's RPC agent as ``name`` in a static world of ``world_size``.
 
     ``local``: every rank is on this machine (shared-memory transport, no TCP listener);
     otherwise TensorPipe's TCP transport on the interface its address guess picks
     (``TP_SOCKET_IFNAME``). ``key`` names this collector's world in the store, so that the
-    agents of two collectors built one after the other never mix. ``counter``: the driver's
-    count of RPC initialisations (``torch.distributed.rpc`` prefixes its store keys with it),
-    given to workers so that a driver's second collector meets its workers under one prefix.
+    agents of two collectors built one after the other never mix. torch's RPC registry is left
+    as it is: a user's own ``rpc.init_rpc`` still works once the collector is shut down.
     """
     from torch.distributed import rpc
 
-    if counter is not None:
-        rpc._init_counter = counter
-
-    backend = _register()
-    _STORES[key] = dist.PrefixStore(f"reap_rpc/{key}", store)
     options = dict(options or {})
     options.setdefault("_transports", ["shm"] if local else ["uv"])
     options.setdefault("_channels", ["basic"])
-    opts = _options_handler(timeout, f"reap-store://{key}", **options)
-    try:
-        rpc.init_rpc(name, backend=backend, rank=rank, world_size=world_size, rpc_backend_options=opts)
-    finally:
-        _STORES.pop(key, None)
-
-
-def rpc_init_counter() -> int:
-    """This process's count of RPC initialisations so far (see :func:`init_rpc_agent`)."""
-    from torch.distributed import rpc
-
-    return int(rpc._init_counter)
+    opts = rpc.TensorPipeRpcBackendOptions(rpc_timeout=timeout, init_method="env://", **options)
+    _start_agent(dist.PrefixStore(f"reap_rpc/{key}", store), name, rank, world_size, opts)
 
 
 def rpc_agent_running() -> bool:

@@ -149,8 +149,7 @@ def _serve_rpc(spec, store, worker) -> int:
     from torch.distributed import rpc
 
     init_rpc_agent(store, worker_name(spec["idx"]), spec["idx"] + 1, spec["world_size"], local=spec["local"],
-                   timeout=spec["timeout"], key=spec["key"], options=spec.get("tensorpipe_options"),
-                   counter=spec.get("rpc_counter"))
+                   timeout=spec["timeout"], key=spec["key"], options=spec.get("tensorpipe_options"))
     try:
         _wait_key(store, "stop")
     finally:

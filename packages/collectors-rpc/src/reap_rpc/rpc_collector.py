@@ -10,7 +10,7 @@ down, not while it runs.
 from __future__ import annotations
 
 from reap_rpc._driver import RemoteCollector, RemoteCollectorError
-from reap_rpc._rendezvous import DRIVER_NAME, init_rpc_agent, rpc_agent_running, rpc_init_counter
+from reap_rpc._rendezvous import DRIVER_NAME, init_rpc_agent, rpc_agent_running
 from reap_rpc._worker import _rpc_call, _rpc_collect, worker_name
 from reap_rpc.weight_sync import RPCWeightSyncScheme
 
@@ -68,13 +68,9 @@ class RPCCollector(RemoteCollector):
             raise RuntimeError(
                 "RPCCollector: this process already runs an RPC agent (another RPCCollector that was not "
                 "shut down, or torch.distributed.rpc.init_rpc); call shutdown() on it first")
-        self._counter = rpc_init_counter()
         _ACTIVE = self
         self._agent = False
         super()._start(tcp_port)
-
-    def _rpc_counter(self):
-        return self._counter
 
     def _start_transport(self) -> None:
         init_rpc_agent(self._store, DRIVER_NAME, 0, self.num_collectors + 1, local=self._local,
