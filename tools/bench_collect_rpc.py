@@ -83,6 +83,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=4, help="sync batches' worth of frames per turn")
     parser.add_argument("--rounds", type=int, default=3, help="turns per case; the median is shown")
     parser.add_argument("--no-torchrl", action="store_true")
+    parser.add_argument("--torchrl-only", action="store_true", help="only TorchRL's cases (ratios to reap's multi-process)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -95,6 +96,8 @@ def main() -> None:
                "async": lambda: MultiAsyncCollector([reap_pendulum] * 2, policy, frames_per_batch=half)}
     med = {}
     for kind, sync, fpb in (("sync", True, args.fpb), ("async", False, half)):  # one RPC agent at a time
+        if args.torchrl_only:
+            break
         cases = {f"reap RPCCollector {kind}": started(RPCCollector([reap_pendulum] * 2, policy, frames_per_batch=fpb, sync=sync)),
                  f"reap DistributedCollector {kind}": started(
                      DistributedCollector([reap_pendulum] * 2, policy, frames_per_batch=fpb, sync=sync)),
@@ -124,9 +127,17 @@ def main() -> None:
                 anchor = started(anchors[kind]())
                 got = turns({label: peer, "anchor": anchor}, args.rounds, frames)
                 peers[label] = got[label] / got["anchor"]  # relative to reap's multi-process collector
+                print(f"{label}: {got[label]:,.0f} frames/s, {peers[label]:.3f} x reap multi-process", flush=True)
                 for collector, _ in (peer, anchor):
-                    collector.shutdown()
+                    try:
+                        collector.shutdown()
+                    except Exception as exc:  # TorchRL's shutdown can time out; the figures stand
+                        print(f"{label}: shutdown failed: {type(exc).__name__}: {exc}", flush=True)
 
+    if args.torchrl_only:
+        for label, ratio in peers.items():
+            print(f"{label}: {ratio:.3f} x reap multi-process")
+        return
     rows = [["collector (2 workers x 8 Pendulum envs)", "frames/s", "x reap multi-process", "x torchrl same class"]]
     for kind in ("sync", "async"):
         mp = med[f"reap multi-process {kind}"]
