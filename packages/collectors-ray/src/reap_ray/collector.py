@@ -37,6 +37,7 @@ from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import WorkerWeights
 from reap.collectors.collector import Collector
 from reap.collectors.worker import TRAJ_ID_BLOCK, resolve_collector_class
+from reap.collectors.worker import per_collector as _listify
 from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
@@ -65,14 +66,6 @@ def actor_seed(seed: int, idx: int, restarts: int = 0) -> int:
     """Actor ``idx``'s seed for ``set_seed(seed)``: distinct per actor and restart, reproducible."""
     state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
     return int(state[0] & 0x7FFFFFFF)
-
-
-def _listify(value, n: int, name: str, owner: str) -> list:
-    if isinstance(value, list):
-        if len(value) != n:
-            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} collectors")
-        return list(value)
-    return [value] * n
 
 
 def _positive(value, name: str, owner: str, *, number: bool = False, allow_zero: bool = False) -> None:

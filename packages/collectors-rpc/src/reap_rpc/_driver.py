@@ -29,6 +29,7 @@ from reap.collectors.base import BaseCollector, check_frames, options_for_worker
 from reap.collectors.bookkeeping import WorkerDeadlines, WorkerWeights
 from reap.collectors.collector import Collector
 from reap.collectors.trajectories import split_trajectories
+from reap.collectors.worker import per_collector as _listify
 from reap.collectors.worker import resolve_collector_class
 from reap.envs.base import EnvBase
 from reap.plugins import hook
@@ -60,14 +61,6 @@ class RemoteCollectorError(RuntimeError):
 def worker_seed(seed: int, idx: int) -> int:
     """Worker ``idx``'s seed for ``set_seed(seed)``: distinct per worker, reproducible."""
     return int(np.random.SeedSequence([seed, idx]).generate_state(1, dtype=np.uint32)[0] & 0x7FFFFFFF)
-
-
-def _listify(value, n: int, name: str, owner: str) -> list:
-    if isinstance(value, list):
-        if len(value) != n:
-            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} collectors")
-        return list(value)
-    return [value] * n
 
 
 def _seconds(value, name: str, owner: str) -> float:

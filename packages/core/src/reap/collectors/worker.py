@@ -208,6 +208,20 @@ class CollectorWorker:
 COLLECTOR_CLASSES = ("single", "sync", "async")
 
 
+def per_collector(value, n: int, name: str, owner: str) -> list:
+    """``value`` once per remote collector: a list must have ``n`` entries, anything else repeats.
+
+    Examples:
+        >>> per_collector({"a": 1}, 2, "collector_kwargs", "RayCollector")
+        [{'a': 1}, {'a': 1}]
+    """
+    if isinstance(value, list):
+        if len(value) != n:
+            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} collectors")
+        return list(value)
+    return [value] * n
+
+
 def resolve_collector_class(collector_class, owner: str):
     """What a remote worker runs: reap's ``Collector`` (``None`` or ``"single"``),
     ``MultiSyncCollector`` / ``MultiAsyncCollector`` (``"sync"`` / ``"async"``, from the plugin
@@ -241,5 +255,5 @@ def resolve_collector_class(collector_class, owner: str):
     return collector_class
 
 
-__all__ = ["COLLECTOR_CLASSES", "TRAJ_ID_BLOCK", "TRAJ_KEY", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
+__all__ = ["per_collector", "COLLECTOR_CLASSES", "TRAJ_ID_BLOCK", "TRAJ_KEY", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
            "resolve_collector_class"]
