@@ -3,6 +3,7 @@ worker errors, timeouts, shutdown, backend dispatch and ``reap plugins``."""
 
 import doctest
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -233,6 +234,16 @@ def test_reap_plugins_lists_it():
     assert out.returncode == 0, out.stderr
     line = next(line for line in out.stdout.splitlines() if line.startswith("threads"))
     assert "reap-threads" in line and "backend 'threads'" in line and "weight sync 'threads'" in line
+
+
+@pytest.mark.slow
+def test_reap_collect_runs_on_the_threads_backend(tmp_path):
+    out = _reap("collect", "--env", "CartPole-v1", "--frames", "2000", "--backend", "threads",
+                "--workers", "2", "--no-progress", "--out", str(tmp_path / "run"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("collected 2000 frames in ")
+    meta = json.loads((tmp_path / "run" / "reap_meta.json").read_text())
+    assert (meta["backend"], meta["workers"], meta["frames"], meta["complete"]) == ("threads", 2, 2000, True)
 
 
 @pytest.mark.slow
