@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(__file__))
+from bench_json import add_json_option, row, write_rows  # noqa: E402
 
 ENVS = ("Pendulum-v1", "CartPole-v1")
 
@@ -133,11 +134,13 @@ def main() -> None:
     parser.add_argument("--num-envs", nargs="*", type=int, default=[1, 8])
     parser.add_argument("--no-torchrl", action="store_true", help="skip TorchRL even if installed")
     parser.add_argument("--cases", nargs="*", default=["local"], help="local (and mp once installed)")
+    add_json_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     with_torchrl = not args.no_torchrl and importlib.util.find_spec("torchrl") is not None
     rows = [["env", "envs", "collector", "frames/s", "x raw", "x torchrl"]]
+    figures = []
     for env_id in args.envs:
         for num_envs in args.num_envs:
             cases = {"raw gymnasium": raw_loop}
@@ -150,7 +153,13 @@ def main() -> None:
             for name, fps in rates.items():
                 vs_peer = "" if peer is None or name == "raw gymnasium" else f"{fps / peer:.1f}"
                 rows.append([env_id, str(num_envs), name, f"{fps:,.0f}", f"{fps / raw:.2f}", vs_peer])
+            if "reap Collector" in rates:
+                ours = rates["reap Collector"]
+                figures.append(row(f"`Collector`, {env_id.split('-')[0]}, {num_envs} env{'s' * (num_envs > 1)}",
+                                   reap_raw=ours / raw, torchrl_raw=peer and peer / raw,
+                                   reap_torchrl=peer and ours / peer))
     print(table(rows))
+    write_rows(args.json, figures)
 
 
 if __name__ == "__main__":

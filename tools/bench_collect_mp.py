@@ -26,6 +26,7 @@ import warnings
 import torch
 from bench_collect import ENVS, table
 from bench_collect import make_policy as linear_policy
+from bench_json import add_json_option, row, write_rows
 from torch import nn
 
 
@@ -125,12 +126,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="weight pushes timed")
     parser.add_argument("--no-torchrl", action="store_true")
     parser.add_argument("--skip", nargs="*", default=[], help="cheap, busy, weights")
+    add_json_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     torchrl = not args.no_torchrl and importlib.util.find_spec("torchrl") is not None
 
     rows = [["env", "collector", "frames/s", "x torchrl same kind", "x reap Collector 16 envs"]]
+    figures = []
     if "cheap" not in args.skip:
         for env_id in args.envs:
             policy = make_policy(env_id)
@@ -147,6 +150,8 @@ def main() -> None:
             for name, (fps, peer) in results.items():
                 rows.append([env_id, f"reap {name}, 2 x 8 envs", f"{fps:,.0f}",
                              f"{fps / peer:.1f}" if peer else "-", f"{fps / single:.2f}"])
+                figures.append(row(f"`{name}Collector`, 2 workers × 8 envs, {env_id.split('-')[0]}",
+                                   reap_torchrl=peer and fps / peer))
                 if peer:
                     rows.append([env_id, f"torchrl {name}, 2 x 8 envs", f"{peer:,.0f}", "1.0",
                                  f"{peer / single:.2f}"])
@@ -167,6 +172,8 @@ def main() -> None:
                      ["reap MultiSync, 2 x 4 envs", f"{two:,.1f}", f"{two / one:.2f}"],
                      ["reap MultiAsync, 2 x 4 envs", f"{two_async:,.1f}", f"{two_async / one:.2f}"]]),
               flush=True)
+        figures.append(row(f"env of {args.busy_ms:g} ms a step: 2 workers × 4 envs against 1 process × 8 envs",
+                           note=f"`MultiSyncCollector` {two / one:.2f}×, `MultiAsyncCollector` {two_async / one:.2f}×"))
 
     if "weights" not in args.skip:
         from reap import MultiSyncCollector
@@ -188,6 +195,12 @@ def main() -> None:
                                  frames_per_batch=160, total_frames=-1)
             rows.append(["torchrl MultiSync", "default", f"{latency(c, policy, args.repeats) * 1e3:.2f}"])
         print(table(rows), flush=True)
+        ms = {r[1]: float(r[2]) for r in rows[1:]}
+        peer_ms = ms.get("default")
+        figures.append(row(f"weight push, {n_params / 1e6:.1f}M-parameter MLP to 2 workers, shared memory",
+                           reap_torchrl=peer_ms and peer_ms / ms["shared_mem"],
+                           note=f"{ms['shared_mem']:.1f} ms" + (f", TorchRL {peer_ms:.1f} ms" if peer_ms else "")))
+    write_rows(args.json, figures)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import warnings
 import torch
 from bench_collect import make_policy as linear_policy
 from bench_collect import table
+from bench_json import add_json_option, row, write_rows
 from torch import nn
 
 
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15, help="weight pushes timed")
     parser.add_argument("--num-cpus", type=int, default=8, help="logical CPUs of the local Ray")
     parser.add_argument("--no-torchrl", action="store_true")
+    add_json_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -134,11 +136,16 @@ def main() -> None:
             collector.shutdown()
         med = {name: statistics.median(r) for name, r in rates.items()}
         rows = [["collector (2 workers x 8 Pendulum envs)", "frames/s", "x reap multi-process", "x torchrl Ray"]]
+        figures = []
         for kind, mp in (("sync", "reap MultiSync"), ("async", "reap MultiAsync")):
             ours, peer = med[f"reap RayCollector {kind}"], med.get(f"torchrl RayCollector {kind}")
             rows.append([f"reap RayCollector {kind}", f"{ours:,.0f}", f"{ours / med[mp]:.2f}",
                          f"{ours / peer:.1f}" if peer else "-"])
             rows.append([mp, f"{med[mp]:,.0f}", "1.00", ""])
+            batch = f", {args.fpb:,} frames a batch" if kind == "sync" else ""
+            figures.append(row(f"`RayCollector` {kind}, 2 actors × 8 envs, Pendulum{batch}",
+                               reap_torchrl=peer and ours / peer,
+                               note=f"{ours / med[mp]:.2f}× reap's `{mp.split()[1]}Collector`"))
             if peer:
                 rows.append([f"torchrl RayCollector {kind}", f"{peer:,.0f}", f"{peer / med[mp]:.2f}", "1.0"])
         print(f"fpb={args.fpb}, {frames} frames a turn, median of {args.rounds} rounds")
@@ -159,6 +166,10 @@ def main() -> None:
                 [torchrl_pendulum] * 2, policy, frames_per_batch=16, total_frames=10**12, sync=True,
                 remote_configs={"num_cpus": 1, "num_gpus": 0, "memory": 2 * 1024**3}), policy, args.repeats)
             rows.append(["torchrl RayCollector", f"{peer_ms * 1e3:.2f}"])
+        figures.append(row(f"weight push, {n_params / 1e6:.1f}M-parameter MLP to 2 actors, then a one-step batch",
+                           reap_torchrl=peer_ms / reap_ms if torchrl else None,
+                           note=f"{reap_ms * 1e3:.1f} ms" + (f", TorchRL {peer_ms * 1e3:.1f} ms" if torchrl else "")))
+        write_rows(args.json, figures)
         print(f"\nWeight push, MLP of {n_params / 1e6:.2f}M parameters to 2 actors, median of {args.repeats}:")
         print(table(rows), flush=True)
     finally:

@@ -25,6 +25,7 @@ import warnings
 import torch
 from bench_collect import make_policy as linear_policy
 from bench_collect import table
+from bench_json import add_json_option, row, write_rows
 
 
 def reap_pendulum():
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="turns per case; the median is shown")
     parser.add_argument("--no-torchrl", action="store_true")
     parser.add_argument("--torchrl-only", action="store_true", help="only TorchRL's cases (ratios to reap's multi-process)")
+    add_json_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -139,6 +141,7 @@ def main() -> None:
             print(f"{label}: {ratio:.3f} x reap multi-process")
         return
     rows = [["collector (2 workers x 8 Pendulum envs)", "frames/s", "x reap multi-process", "x torchrl same class"]]
+    figures = []
     for kind in ("sync", "async"):
         mp = med[f"reap multi-process {kind}"]
         for name in ("RPCCollector", "DistributedCollector"):
@@ -146,6 +149,9 @@ def main() -> None:
             peer = peers.get(f"torchrl {name} {kind}")
             rows.append([f"reap {name} {kind}", f"{ours:,.0f}", f"{ours / mp:.2f}",
                          f"{ours / mp / peer:.1f}" if peer else "-"])
+            batch = f", {args.fpb:,} frames a batch" if kind == "sync" else ""
+            figures.append(row(f"`{name}` {kind}, 2 workers × 8 envs, Pendulum{batch}", reap_torchrl=peer and ours / mp / peer,
+                               note=f"{ours / mp:.2f}× reap's `Multi{kind.capitalize()}Collector`"))
         rows.append([f"reap multi-process {kind}", f"{mp:,.0f}", "1.00", ""])
         for name in ("RPCCollector", "DistributedCollector"):
             peer = peers.get(f"torchrl {name} {kind}")
@@ -153,6 +159,7 @@ def main() -> None:
                 rows.append([f"torchrl {name} {kind}", "", f"{peer:.2f}", "1.0"])
     print(f"fpb={args.fpb}, {frames} frames a turn, median of {args.rounds} rounds")
     print(table(rows), flush=True)
+    write_rows(args.json, figures)
 
 
 if __name__ == "__main__":
