@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_collect import make_policy, median_in_turns, table  # noqa: E402
+from bench_json import add_json_option, row, write_rows  # noqa: E402
 
 
 def run(env_id: str, num_envs: int, frames: int, mode: str) -> float:
@@ -52,11 +53,13 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--envs", nargs="*", default=["CartPole-v1", "Pendulum-v1"])
+    add_json_option(parser)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     modes = ("not installed", "installed, off", "timings on")
     rows = [["env", "envs", "profiling", "frames/s", "x not installed"]]
+    figures = []
     for env_id in args.envs:
         for num_envs in (1, 8):
             cases = {mode: (lambda e, n, f, m=mode: run(e, n, f, m)) for mode in modes}
@@ -64,7 +67,11 @@ def main() -> None:
             base = rates["not installed"]
             for mode, fps in rates.items():
                 rows.append([env_id, str(num_envs), mode, f"{fps:,.0f}", f"{fps / base:.3f}"])
+            figures.append(row(f"`Collector` with reap-profiling, {env_id.split('-')[0]}, {num_envs} env{'s' * (num_envs > 1)}",
+                               note=", ".join(f"{mode}: {rates[mode] / base:.3f}×" for mode in modes[1:])
+                               + " the frames/s without it"))
     print(table(rows))
+    write_rows(args.json, figures)
 
 
 if __name__ == "__main__":

@@ -38,11 +38,18 @@ from tensordict import TensorDict
 
 sys.path.insert(0, os.path.dirname(__file__))
 from bench_collect import results_in_turns  # noqa: E402
+from bench_json import add_json_option, row, write_rows  # noqa: E402
 
 CAPACITY = 1_000_000
 FILLED = 100_000
 EXTEND_ROWS = 1_000
 BATCH = 256
+#: How the README's speed table names each operation.
+TABLE_NAMES = {"extend 1000, filling": "extend 1,000 transitions, buffer filling",
+               "extend 1000, full": "extend 1,000 transitions, buffer full",
+               "sample 256": "uniform sample 256",
+               "prioritized 256, 100k filled": "prioritized sample + update 256, 100k of 1M filled",
+               "prioritized 256, 1M filled": "prioritized sample + update 256, 1M of 1M filled"}
 
 
 def make_batch(n: int) -> TensorDict:
@@ -195,6 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    add_json_option(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -211,6 +219,7 @@ def main() -> None:
     reap, trl = cases("reap"), cases("torchrl")
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, capacity {CAPACITY:,}")
     print(f"{'operation':<32}{'reap (us)':>12}{'TorchRL (us)':>14}{'ratio':>9}")
+    figures = []
     for name, fn in reap.items():
         if name not in trl:
             print(f"{name:<32}{statistics.median(timeit([fn], iters, rounds)[0]):>12.1f}{'n/a':>14}")
@@ -218,6 +227,8 @@ def main() -> None:
         mine, theirs = timeit([fn, trl[name]], iters, rounds)
         ratio = statistics.median(t / m for m, t in zip(mine, theirs))
         print(f"{name:<32}{statistics.median(mine):>12.1f}{statistics.median(theirs):>14.1f}{ratio:>8.2f}x")
+        figures.append(row(TABLE_NAMES.get(name, name), reap_torchrl=ratio))
+    write_rows(args.json, figures)
     print("\nreap's PriorityTree alone, sample+update 256 at 100k filled:")
     for name, us in bench_tree_paths(iters, rounds).items():
         print(f"  {name:<30}{us:>12.1f} us")

@@ -19,6 +19,7 @@ import argparse
 import time
 
 import torch
+from bench_json import add_json_option, row, write_rows
 
 import reap_value as rv
 
@@ -108,6 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None)
+    add_json_option(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -121,6 +123,7 @@ def main() -> None:
     header = f"{'shape':<16}{'estimator':<22}{'reap':>8}{'trl loop':>10}{'trl vec':>10}{'ratio':>8}"
     print(header)
     print("-" * len(header))
+    figures = []
     with torch.no_grad():
         for shape in SHAPES:
             inputs = make_inputs(shape)
@@ -134,6 +137,8 @@ def main() -> None:
                     f"{str(list(shape)):<16}{name:<22}{times['reap']:>8.3f}"
                     f"{times['loop']:>10.3f}{times['vec']:>10.3f}{best / times['reap']:>7.1f}x"
                 )
+                figures.append(row(f"{name} `{list(shape)}`", reap_torchrl=best / times["reap"]))
+    write_rows(args.json, figures)
     print("ratio = faster of TorchRL's loop and vectorised times / reap's time")
     bench_modules(args.repeat)
 
