@@ -125,7 +125,8 @@ def svg(results: dict[str, list[dict]]) -> str:
     """A horizontal bar chart (log scale) of :func:`bars` for every row with a TorchRL ratio."""
     groups = [(name, [(r, bars(r)) for r in rows if bars(r)]) for name, rows in ordered(results)]
     groups = [(name, rows) for name, rows in groups if rows]
-    label_w, plot_w, bar_h, pad = 430, 420, 7, 6
+    longest = max((len(_plain(r["case"])) for _, rows in groups for r, _ in rows), default=20)
+    label_w, plot_w, bar_h, pad = 12 + 6 * longest, 420, 7, 6  # about 6 px a character at 11 px
     values = [v for _, rows in groups for _, b in rows for v in b.values()] or [1.0]
     lo = 10 ** math.floor(math.log10(min(values + [1.0]) / 1.01))
     hi = 10 ** math.ceil(math.log10(max(values) * 1.01))
