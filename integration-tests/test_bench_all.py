@@ -118,3 +118,30 @@ def test_readme_table_and_chart_are_drawn_from_the_kept_results(bench_all):
     assert shown is not None, "README.md lost its bench markers"
     assert shown.group(1) == bench_all.table(results), "run `python tools/bench_all.py --render`"
     assert bench_all.CHART.read_text() == bench_all.svg(results), "run `python tools/bench_all.py --render`"
+
+
+def test_runs_each_benchmark_as_a_subprocess_and_keeps_old_figures_of_one_that_fails(
+        bench_all, tmp_path, monkeypatch, capsys):
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "bench_ok.py").write_text(
+        "import argparse, json\n"
+        "p = argparse.ArgumentParser(); p.add_argument('--json'); p.add_argument('--frames', default='all')\n"
+        "a = p.parse_args()\n"
+        "json.dump([{'case': 'frames ' + a.frames, 'reap_torchrl': 2.0}], open(a.json, 'w'))\n")
+    (tools / "bench_broken.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.setattr(bench_all, "TOOLS", tools)
+    monkeypatch.setitem(bench_all.QUICK_ARGS, "bench_ok", ["--frames", "5"])
+    results, readme, chart = tmp_path / "r.json", tmp_path / "README.md", tmp_path / "speed.svg"
+    old = {"bench_broken": [{"case": "measured before", "reap_torchrl": 3.0}]}
+    results.write_text(json.dumps(old))
+    readme.write_text("<!-- bench:start -->\n<!-- bench:end -->\n")
+    paths = ["--results", str(results), "--readme", str(readme), "--chart", str(chart)]
+    with pytest.raises(SystemExit, match="failed: bench_broken"):
+        bench_all.main(["--quick", *paths])
+    assert "bench_broken.py exited with code 3" in capsys.readouterr().out
+    kept = {"bench_broken": old["bench_broken"], "bench_ok": [{"case": "frames 5", "reap_torchrl": 2.0}]}
+    assert json.loads(results.read_text()) == kept
+    assert bench_all.table(kept) in readme.read_text()
+    bench_all.main(["--only", "bench_ok", *paths])  # no --quick: the benchmark's own sizes
+    assert json.loads(results.read_text())["bench_ok"] == [{"case": "frames all", "reap_torchrl": 2.0}]

@@ -17,8 +17,11 @@ keeping, so it prints the table and writes into the repository only the paths gi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,10 +68,30 @@ def run_benchmark(name: str, *, quick: bool, timeout: float) -> list[dict]:
         cmd = [sys.executable, str(TOOLS / f"{name}.py"), *(QUICK_ARGS.get(name, []) if quick else []),
                "--json", str(out)]
         print(f"\n=== {' '.join(cmd[1:])}", flush=True)
-        subprocess.run(cmd, check=True, timeout=timeout, cwd=ROOT)
+        # its own process group: on a timeout or Ctrl-C, its workers go with it
+        proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except BaseException:
+            _stop_group(proc)
+            raise
+        if code != 0:
+            raise RuntimeError(f"{name}.py exited with code {code}")
         if not out.exists():
             raise RuntimeError(f"{name}.py ended without writing its --json rows")
         return json.loads(out.read_text())
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the benchmark's process group, SIGKILL if it is still there 30 s later."""
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def load_results(path: Path) -> dict[str, list[dict]]:
@@ -210,13 +233,23 @@ def main(argv: list[str] | None = None) -> None:
     readme = args.readme or (README if keep else None)
     chart = args.chart or (CHART if keep else None)
     results = load_results(args.results or RESULTS)
+    failed = []
     if not args.render:
         timeout = args.timeout or (600 if args.quick else 3600)
         for name in [n.removesuffix(".py") for n in args.only] if args.only else names:
-            results[name] = run_benchmark(name, quick=args.quick, timeout=timeout)
+            try:
+                results[name] = run_benchmark(name, quick=args.quick, timeout=timeout)
+            except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+                print(f"{name}: FAILED ({exc}); its previous figures are kept", flush=True)
+                failed.append(name)
+                continue
+            if results_path is not None:  # a later failure keeps the figures measured so far
+                write(results, results_path=results_path, readme=None, chart=None)
     print("\n" + table(results))
     write(results, results_path=results_path, readme=readme, chart=chart)
     print("\nwritten: " + (", ".join(str(p) for p in (results_path, readme, chart) if p) or "nothing (--quick)"))
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)} (see above)")
 
 
 if __name__ == "__main__":
