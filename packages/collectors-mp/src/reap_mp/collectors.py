@@ -24,16 +24,26 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType
 
+from reap.collectors.arguments import (
+    check_int,
+    check_postproc_and_buffer,
+    checked_cat_results,
+    checked_total_frames,
+    checked_worker_timeout,
+    env_constructors,
+    frames_per_worker,
+    per_worker,
+    policy_factories,
+)
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines
 from reap.collectors.multi import MultiCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
-from reap.envs.base import EnvBase
+from reap.collectors.worker import worker_seed
 from reap.plugins import hook
 from reap.weight_update import as_weights, match_weights, weights_from_update_args
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
@@ -58,33 +68,6 @@ _DEFAULT_ONLY = {"reset_when_done": True, "preemptive_threshold": None, "set_tru
                  "traj_format": None, "track_policy_version": False, "weight_recv_schemes": None,
                  "init_fn": None, "pre_collect_hook": None, "post_collect_hook": None,
                  "compact_obs": False, "return_same_td": False}
-
-
-def worker_seed(seed: int, idx: int, restarts: int = 0) -> int:
-    """Worker ``idx``'s seed for ``set_seed(seed)``: distinct per worker, reproducible.
-
-    Derived through ``numpy.random.SeedSequence``, so runs seeded ``seed`` and ``seed + 1``
-    give unrelated worker seeds (whose ``n_envs`` consecutive env seeds do not overlap)
-    instead of shifted copies of each other.
-    """
-    state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
-    return int(state[0] & 0x7FFFFFFF)
-
-
-def _per_worker(value, n: int, name: str, owner: str) -> list:
-    if isinstance(value, (list, tuple)):
-        if len(value) != n:
-            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} workers")
-        return list(value)
-    return [value] * n
-
-
-def _check_int(value, name: str, owner: str, *, minimum: int, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        kind = "a positive int" if minimum == 1 else "a non-negative int"
-        raise ValueError(f"{owner}: {name} must be {kind}{' or None' if allow_none else ''}, got {value!r}")
 
 
 def _cpu_only_env(env_device, owner: str) -> None:
@@ -154,112 +137,51 @@ class _MultiCollector(BaseCollector):
             raise TypeError(f"{owner}: unexpected keyword argument {key!r}")
 
         # ---- envs and workers ------------------------------------------------------------
-        if isinstance(create_env_fn, EnvBase):
-            raise TypeError(
-                f"{owner}: create_env_fn must be callables that build the env in the worker, "
-                "not an env instance (pass the constructor, e.g. lambda: GymEnv(...))"
-            )
-        if isinstance(create_env_fn, (list, tuple)):
-            fns = list(create_env_fn)
-            if not fns:
-                raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per worker")
-            if num_workers is not None and num_workers != len(fns):
-                raise ValueError(
-                    f"{owner}: num_workers={num_workers} but create_env_fn has {len(fns)} constructors"
-                )
-        elif callable(create_env_fn):
-            _check_int(num_workers, "num_workers", owner, minimum=1)
-            fns = [create_env_fn] * (num_workers or 1)
-        else:
-            raise TypeError(
-                f"{owner}: create_env_fn must be a list of env constructors (callables), got "
-                f"{type(create_env_fn).__name__}"
-            )
-        for fn in fns:
-            if isinstance(fn, EnvBase) or not callable(fn):
-                raise TypeError(
-                    f"{owner}: every create_env_fn entry must be a callable returning an env, got {fn!r}"
-                )
+        fns = env_constructors(create_env_fn, num_workers, owner)
         n = self.num_workers = len(fns)
-        _check_int(num_workers_per_collector, "num_workers_per_collector", owner, minimum=1, allow_none=False)
-        env_kwargs = _per_worker(create_env_kwargs, n, "create_env_kwargs", owner)
+        check_int(num_workers_per_collector, "num_workers_per_collector", owner, allow_none=False)
+        env_kwargs = per_worker(create_env_kwargs, n, "create_env_kwargs", owner)
         if num_workers_per_collector > 1:
             fns = [ReplicatedEnv(fn, num_workers_per_collector, kw) for fn, kw in zip(fns, env_kwargs)]
             env_kwargs = [None] * n
 
         # ---- policies --------------------------------------------------------------------
-        if policy is not None and policy_factory is not None:
-            raise ValueError(f"{owner}: pass policy or policy_factory, not both")
-        factories = _per_worker(policy_factory, n, "policy_factory", owner)
-        for factory in factories:
-            if factory is not None and not callable(factory):
-                raise TypeError(f"{owner}: policy_factory must be callable, got {factory!r}")
+        factories = policy_factories(policy, policy_factory, n, owner)
         self.policy = policy
 
         # ---- frames ----------------------------------------------------------------------
-        if isinstance(frames_per_batch, (list, tuple)):
-            if len(frames_per_batch) != n:
-                raise ValueError(
-                    f"{owner}: frames_per_batch has {len(frames_per_batch)} entries but there are "
-                    f"{n} workers; pass one per worker or an int for the total"
-                )
-            for value in frames_per_batch:
-                _check_int(value, "frames_per_batch", owner, minimum=1, allow_none=False)
-            requested = list(frames_per_batch)
-        else:
-            _check_int(frames_per_batch, "frames_per_batch", owner, minimum=1, allow_none=False)
-            # sync: the total of one batch, split across workers; async: each worker's batch
-            requested = [-(-frames_per_batch // n) if self._sync else frames_per_batch] * n
+        # sync: the total of one batch, split across workers; async: each worker's batch
+        requested = frames_per_worker(frames_per_batch, n, owner, sync=self._sync)
         self.requested_frames_per_batch = frames_per_batch
-        if total_frames is None:
-            total_frames = -1
-        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (
-            total_frames <= 0 and total_frames != -1
-        ):
-            raise ValueError(f"{owner}: total_frames must be a positive int, or -1 to collect forever, got {total_frames!r}")
-        self.total_frames = total_frames
-        _check_int(max_frames_per_traj, "max_frames_per_traj", owner, minimum=1)
-        _check_int(init_random_frames, "init_random_frames", owner, minimum=0)
+        self.total_frames = checked_total_frames(total_frames, owner)
+        check_int(max_frames_per_traj, "max_frames_per_traj", owner)
+        check_int(init_random_frames, "init_random_frames", owner, minimum=0)
         total_requested = sum(requested)
         self._random_batches = math.ceil((init_random_frames or 0) / total_requested)
         self.init_random_frames = init_random_frames or 0
 
         # ---- options ---------------------------------------------------------------------
-        if cat_results == "cat":
-            cat_results = 0
-        if cat_results is None:
-            cat_results = "stack"
-        if not (cat_results == "stack" or (isinstance(cat_results, int) and not isinstance(cat_results, bool))):
-            raise ValueError(
-                f"{owner}: cat_results must be 'stack', 'cat' or an int dim to concatenate along, got {cat_results!r}"
-            )
-        if not self._sync and cat_results != "stack":
-            raise ValueError(f"{owner}: cat_results={cat_results!r} only applies to MultiSyncCollector")
+        cat_results = checked_cat_results(cat_results, owner, sync_name=None if self._sync else "MultiSyncCollector")
         self.cat_results = cat_results
         if on_worker_failure not in FAILURE_MODES:
             raise ValueError(f"{owner}: on_worker_failure must be one of {FAILURE_MODES}, got {on_worker_failure!r}")
         self.on_worker_failure = on_worker_failure
-        if not isinstance(worker_timeout, (int, float)) or worker_timeout <= 0:
-            raise ValueError(f"{owner}: worker_timeout must be a positive number of seconds, got {worker_timeout!r}")
-        self.worker_timeout = float(worker_timeout)
-        _check_int(max_restarts, "max_restarts", owner, minimum=0, allow_none=False)
+        self.worker_timeout = checked_worker_timeout(worker_timeout, owner)
+        check_int(max_restarts, "max_restarts", owner, minimum=0, allow_none=False)
         self.max_restarts = max_restarts
-        _check_int(num_sub_threads, "num_sub_threads", owner, minimum=1, allow_none=False)
-        if postproc is not None and not callable(postproc):
-            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
-        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
-            raise TypeError(f"{owner}: replay_buffer must have an extend() method (a reap replay buffer)")
+        check_int(num_sub_threads, "num_sub_threads", owner, allow_none=False)
+        check_postproc_and_buffer(postproc, replay_buffer, owner)
         _cpu_only_env(env_device, owner)
         self.postproc = postproc
         self.split_trajs = bool(split_trajs)
         self.update_at_each_batch = update_at_each_batch
         self.replay_buffer = replay_buffer
         self.extend_buffer = extend_buffer
-        storing = _per_worker(storing_device, n, "storing_device", owner)
+        storing = per_worker(storing_device, n, "storing_device", owner)
         storing = storing[0] if storing[0] is not None else device
         self.storing_device = torch.device(storing) if storing is not None else None
         policy_devices = [p if p is not None else device
-                          for p in _per_worker(policy_device, n, "policy_device", owner)]
+                          for p in per_worker(policy_device, n, "policy_device", owner)]
 
         # ---- weight sync -----------------------------------------------------------------
         if weight_sync_schemes is None:

@@ -12,8 +12,9 @@ Each worker runs a copy of the policy (``copy.deepcopy``, or ``policy_factory()`
 with ``update_policy_weights_`` reach it through the ``"threads"`` weight-sync scheme at its next
 rollout boundary. What a worker does with its collector (weights between rollouts, batch tags,
 seeds, error text) is reap-core's :class:`~reap.collectors.worker.CollectorWorker`; the driver's
-deadlines are :class:`~reap.collectors.bookkeeping.WorkerDeadlines`. This module adds only the
-transport: a command queue per worker thread and one queue of results.
+deadlines are :class:`~reap.collectors.bookkeeping.WorkerDeadlines`; the arguments are checked
+and split per worker by :mod:`reap.collectors.arguments`, as reap-collectors-mp does. This module
+adds only the transport: a command queue per worker thread and one queue of results.
 """
 
 from __future__ import annotations
@@ -27,18 +28,26 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType
 
+from reap.collectors.arguments import (
+    check_postproc_and_buffer,
+    checked_cat_results,
+    checked_total_frames,
+    checked_worker_timeout,
+    env_constructors,
+    frames_per_worker,
+    per_worker,
+    policy_factories,
+)
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import WorkerDeadlines
 from reap.collectors.collector import Collector
 from reap.collectors.multi import MultiCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
-from reap.collectors.worker import CollectorWorker, format_worker_error
-from reap.envs.base import EnvBase
+from reap.collectors.worker import CollectorWorker, format_worker_error, worker_seed
 from reap.plugins import get_weight_sync_scheme, hook
 from reap.weight_update import as_weights, match_weights, weights_from_update_args
 from reap_threads.weight_sync import ThreadWeightSyncScheme
@@ -55,13 +64,6 @@ class ThreadWorkerError(RuntimeError):
         super().__init__(message if remote_traceback is None else f"{message}\n\nworker traceback:\n{remote_traceback}")
         self.worker_idx = worker_idx
         self.remote_traceback = remote_traceback
-
-
-def worker_seed(seed: int, idx: int) -> int:
-    """Worker ``idx``'s seed for ``set_seed(seed)``: distinct per worker, reproducible
-    (``numpy.random.SeedSequence([seed, idx, 0])``, as reap's multi-process collectors derive it)."""
-    state = np.random.SeedSequence([seed, idx, 0]).generate_state(1, dtype=np.uint32)
-    return int(state[0] & 0x7FFFFFFF)
 
 
 def _worker_loop(worker: CollectorWorker, commands: queue.Queue, results: queue.Queue) -> None:
@@ -99,14 +101,6 @@ def _worker_loop(worker: CollectorWorker, commands: queue.Queue, results: queue.
             worker.close()
         except Exception as exc:
             results.put(("error", idx, format_worker_error(exc, idx, "thread worker (closing)")))
-
-
-def _per_worker(value, n: int, name: str, owner: str) -> list:
-    if isinstance(value, (list, tuple)):
-        if len(value) != n:
-            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} workers")
-        return list(value)
-    return [value] * n
 
 
 class _ThreadCollector(BaseCollector):
@@ -150,67 +144,17 @@ class _ThreadCollector(BaseCollector):
         for key in torchrl_kwargs:
             if key not in _NO_EFFECT:
                 raise TypeError(f"{owner}: unexpected keyword argument {key!r}")
-        if isinstance(create_env_fn, EnvBase):
-            raise TypeError(f"{owner}: create_env_fn must be env constructors (each worker builds its own "
-                            "env), not an env instance; pass e.g. lambda: GymEnv(...)")
-        if isinstance(create_env_fn, (list, tuple)):
-            fns = list(create_env_fn)
-            if not fns:
-                raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per worker")
-            if num_workers is not None and num_workers != len(fns):
-                raise ValueError(f"{owner}: num_workers={num_workers} but create_env_fn has {len(fns)} constructors")
-        elif callable(create_env_fn):
-            if num_workers is not None and (isinstance(num_workers, bool) or not isinstance(num_workers, int)
-                                            or num_workers < 1):
-                raise ValueError(f"{owner}: num_workers must be a positive int, got {num_workers!r}")
-            fns = [create_env_fn] * (num_workers or 1)
-        else:
-            raise TypeError(f"{owner}: create_env_fn must be a list of env constructors (callables), "
-                            f"got {type(create_env_fn).__name__}")
-        for fn in fns:
-            if isinstance(fn, EnvBase) or not callable(fn):
-                raise TypeError(f"{owner}: every create_env_fn entry must be a callable returning an env, got {fn!r}")
+        fns = env_constructors(create_env_fn, num_workers, owner)
         n = self.num_workers = len(fns)
-        if policy is not None and policy_factory is not None:
-            raise ValueError(f"{owner}: pass policy or policy_factory, not both")
-        factories = _per_worker(policy_factory, n, "policy_factory", owner)
-        for factory in factories:
-            if factory is not None and not callable(factory):
-                raise TypeError(f"{owner}: policy_factory must be callable, got {factory!r}")
-        env_kwargs = _per_worker(create_env_kwargs, n, "create_env_kwargs", owner)
-        if isinstance(frames_per_batch, (list, tuple)):
-            if len(frames_per_batch) != n:
-                raise ValueError(f"{owner}: frames_per_batch has {len(frames_per_batch)} entries but there are "
-                                 f"{n} workers; pass one per worker or an int for the total")
-            requested = list(frames_per_batch)
-        elif isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch < 1:
-            raise ValueError(f"{owner}: frames_per_batch must be a positive int, got {frames_per_batch!r}")
-        else:
-            requested = [-(-frames_per_batch // n) if self._sync else frames_per_batch] * n
-        if total_frames is None:
-            total_frames = -1
-        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (
-                total_frames <= 0 and total_frames != -1):
-            raise ValueError(f"{owner}: total_frames must be a positive int, or -1 to collect forever, "
-                             f"got {total_frames!r}")
-        self.total_frames = total_frames
+        factories = policy_factories(policy, policy_factory, n, owner)
+        env_kwargs = per_worker(create_env_kwargs, n, "create_env_kwargs", owner)
+        requested = frames_per_worker(frames_per_batch, n, owner, sync=self._sync)
+        self.total_frames = checked_total_frames(total_frames, owner)
         self.requested_frames_per_batch = frames_per_batch
-        if cat_results == "cat":
-            cat_results = 0
-        if cat_results is None:
-            cat_results = "stack"
-        if not (cat_results == "stack" or (isinstance(cat_results, int) and not isinstance(cat_results, bool))):
-            raise ValueError(f"{owner}: cat_results must be 'stack', 'cat' or an int dim, got {cat_results!r}")
-        if not self._sync and cat_results != "stack":
-            raise ValueError(f"{owner}: cat_results={cat_results!r} only applies to ThreadSyncCollector")
-        self.cat_results = cat_results
-        if isinstance(worker_timeout, bool) or not isinstance(worker_timeout, (int, float)) or worker_timeout <= 0:
-            raise ValueError(f"{owner}: worker_timeout must be a positive number of seconds, got {worker_timeout!r}")
-        self.worker_timeout = float(worker_timeout)
-        if postproc is not None and not callable(postproc):
-            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
-        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
-            raise TypeError(f"{owner}: replay_buffer must have an extend() method (a reap replay buffer)")
+        self.cat_results = checked_cat_results(cat_results, owner,
+                                               sync_name=None if self._sync else "ThreadSyncCollector")
+        self.worker_timeout = checked_worker_timeout(worker_timeout, owner)
+        check_postproc_and_buffer(postproc, replay_buffer, owner)
         if weight_sync_schemes is None or weight_sync_schemes == "threads":
             scheme = ThreadWeightSyncScheme()
         elif isinstance(weight_sync_schemes, ThreadWeightSyncScheme):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import traceback as _traceback
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from tensordict import TensorDictBase
 
@@ -208,6 +209,24 @@ class CollectorWorker:
 COLLECTOR_CLASSES = ("single", "sync", "async")
 
 
+def worker_seed(seed: int, idx: int, restarts: int = 0) -> int:
+    """Worker ``idx``'s seed for a collector's ``set_seed(seed)``: distinct per worker (and per
+    restart of that worker), reproducible.
+
+    Derived through ``numpy.random.SeedSequence([seed, idx, restarts])``, so runs seeded ``seed``
+    and ``seed + 1`` give unrelated worker seeds (whose ``n_envs`` consecutive env seeds do not
+    overlap) instead of shifted copies of each other.
+
+    Examples:
+        >>> worker_seed(0, 0) != worker_seed(0, 1) != worker_seed(1, 0)
+        True
+        >>> worker_seed(7, 1) == worker_seed(7, 1)
+        True
+    """
+    state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
+    return int(state[0] & 0x7FFFFFFF)
+
+
 def per_collector(value, n: int, name: str, owner: str) -> list:
     """``value`` once per remote collector: a list must have ``n`` entries, anything else repeats.
 
@@ -255,5 +274,5 @@ def resolve_collector_class(collector_class, owner: str):
     return collector_class
 
 
-__all__ = ["per_collector", "COLLECTOR_CLASSES", "TRAJ_ID_BLOCK", "TRAJ_KEY", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
+__all__ = ["per_collector", "worker_seed", "COLLECTOR_CLASSES", "TRAJ_ID_BLOCK", "TRAJ_KEY", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
            "resolve_collector_class"]

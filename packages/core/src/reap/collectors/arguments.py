@@ -1,0 +1,199 @@
+"""The arguments every multi-worker collector shares, checked and split per worker.
+
+TorchRL's ``MultiSyncCollector`` and ``MultiAsyncCollector`` take ``create_env_fn`` (one env
+constructor per worker, or one for ``num_workers``), ``policy`` or ``policy_factory``,
+``frames_per_batch`` (the total of a sync batch, each worker's batch in async), ``total_frames``,
+``cat_results``, ``worker_timeout``... reap-collectors-mp, the reap-threads plugin and any other
+backend with workers check them here, so that they accept the same values and fail with the same
+message: it names the collector (``owner``), the argument and the fix.
+
+Examples:
+    >>> from reap import GymEnv
+    >>> make_env = lambda: GymEnv("CartPole-v1")
+    >>> fns = env_constructors(make_env, 3, "MyCollector")
+    >>> len(fns), fns[0] is make_env
+    (3, True)
+    >>> frames_per_worker(100, len(fns), "MyCollector", sync=True)  # a sync batch, split (rounded up)
+    [34, 34, 34]
+    >>> frames_per_worker(100, len(fns), "MyCollector", sync=False)  # async: each worker's batch
+    [100, 100, 100]
+    >>> per_worker({"render": False}, len(fns), "create_env_kwargs", "MyCollector")
+    [{'render': False}, {'render': False}, {'render': False}]
+    >>> checked_cat_results("cat", "MySyncCollector")
+    0
+    >>> env_constructors(make_env(), None, "MyCollector")
+    Traceback (most recent call last):
+    ...
+    TypeError: MyCollector: create_env_fn must be callables that build the env in the worker, not an env instance (pass the constructor, e.g. lambda: GymEnv(...))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reap.envs.base import EnvBase
+
+
+def check_int(value, name: str, owner: str, *, minimum: int = 1, allow_none: bool = True) -> None:
+    """Raise ``ValueError`` unless ``value`` is an int (not a bool) ``>= minimum`` (or ``None``,
+    when ``allow_none``).
+
+    Examples:
+        >>> check_int(0, "max_restarts", "MyCollector", minimum=0, allow_none=False)
+        >>> check_int(0, "max_frames_per_traj", "MyCollector")
+        Traceback (most recent call last):
+        ...
+        ValueError: MyCollector: max_frames_per_traj must be a positive int or None, got 0
+    """
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive int" if minimum == 1 else "a non-negative int"
+        raise ValueError(f"{owner}: {name} must be {kind}{' or None' if allow_none else ''}, got {value!r}")
+
+
+def per_worker(value, n: int, name: str, owner: str) -> list:
+    """``value`` once per worker: a list or tuple must have ``n`` entries, anything else repeats.
+
+    Examples:
+        >>> per_worker("cpu", 2, "policy_device", "MyCollector")
+        ['cpu', 'cpu']
+        >>> per_worker(["cpu"], 2, "policy_device", "MyCollector")
+        Traceback (most recent call last):
+        ...
+        ValueError: MyCollector: policy_device has 1 entries but there are 2 workers
+    """
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"{owner}: {name} has {len(value)} entries but there are {n} workers")
+        return list(value)
+    return [value] * n
+
+
+def env_constructors(create_env_fn, num_workers: int | None, owner: str) -> list[Callable]:
+    """One env constructor per worker: ``create_env_fn`` as a list (``num_workers``, if given,
+    must match its length), or one callable repeated ``num_workers`` times (default 1). An env
+    instance is refused: each worker builds its own env."""
+    if isinstance(create_env_fn, EnvBase):
+        raise TypeError(
+            f"{owner}: create_env_fn must be callables that build the env in the worker, "
+            "not an env instance (pass the constructor, e.g. lambda: GymEnv(...))"
+        )
+    if isinstance(create_env_fn, (list, tuple)):
+        fns = list(create_env_fn)
+        if not fns:
+            raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per worker")
+        if num_workers is not None and num_workers != len(fns):
+            raise ValueError(f"{owner}: num_workers={num_workers} but create_env_fn has {len(fns)} constructors")
+    elif callable(create_env_fn):
+        check_int(num_workers, "num_workers", owner, minimum=1)
+        fns = [create_env_fn] * (num_workers or 1)
+    else:
+        raise TypeError(f"{owner}: create_env_fn must be a list of env constructors (callables), got "
+                        f"{type(create_env_fn).__name__}")
+    for fn in fns:
+        if isinstance(fn, EnvBase) or not callable(fn):
+            raise TypeError(f"{owner}: every create_env_fn entry must be a callable returning an env, got {fn!r}")
+    return fns
+
+
+def policy_factories(policy, policy_factory, n: int, owner: str) -> list:
+    """``policy_factory`` once per worker (``None`` entries where the ``policy`` is used); passing
+    both ``policy`` and ``policy_factory`` is an error.
+
+    Examples:
+        >>> policy_factories(None, None, 2, "MyCollector")
+        [None, None]
+    """
+    if policy is not None and policy_factory is not None:
+        raise ValueError(f"{owner}: pass policy or policy_factory, not both")
+    factories = per_worker(policy_factory, n, "policy_factory", owner)
+    for factory in factories:
+        if factory is not None and not callable(factory):
+            raise TypeError(f"{owner}: policy_factory must be callable, got {factory!r}")
+    return factories
+
+
+def frames_per_worker(frames_per_batch, n: int, owner: str, *, sync: bool) -> list[int]:
+    """Each worker's batch: ``frames_per_batch`` as a list (one per worker), or an int that is the
+    total of one batch split across the ``n`` workers (``sync``, rounded up) or each worker's
+    batch (async)."""
+    if isinstance(frames_per_batch, (list, tuple)):
+        if len(frames_per_batch) != n:
+            raise ValueError(
+                f"{owner}: frames_per_batch has {len(frames_per_batch)} entries but there are "
+                f"{n} workers; pass one per worker or an int for the total"
+            )
+        for value in frames_per_batch:
+            check_int(value, "frames_per_batch", owner, allow_none=False)
+        return list(frames_per_batch)
+    check_int(frames_per_batch, "frames_per_batch", owner, allow_none=False)
+    return [-(-frames_per_batch // n) if sync else frames_per_batch] * n
+
+
+def checked_total_frames(total_frames, owner: str) -> int:
+    """``total_frames`` as an int: a positive count, or ``-1`` (also for ``None``) to collect forever.
+
+    Examples:
+        >>> checked_total_frames(None, "MyCollector")
+        -1
+    """
+    if total_frames is None:
+        return -1
+    if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (
+        total_frames <= 0 and total_frames != -1
+    ):
+        raise ValueError(f"{owner}: total_frames must be a positive int, or -1 to collect forever, got {total_frames!r}")
+    return total_frames
+
+
+def checked_cat_results(cat_results, owner: str, *, sync_name: str | None = None) -> str | int:
+    """``cat_results`` as ``"stack"`` (the default) or the dim to concatenate along (``"cat"`` is
+    ``0``). ``sync_name`` is the sync collector's name when ``owner`` is an async collector, where
+    only ``"stack"`` (the default) is allowed.
+
+    Examples:
+        >>> checked_cat_results("cat", "MyAsyncCollector", sync_name="MySyncCollector")
+        Traceback (most recent call last):
+        ...
+        ValueError: MyAsyncCollector: cat_results=0 only applies to MySyncCollector
+    """
+    if cat_results == "cat":
+        cat_results = 0
+    if cat_results is None:
+        cat_results = "stack"
+    if not (cat_results == "stack" or (isinstance(cat_results, int) and not isinstance(cat_results, bool))):
+        raise ValueError(
+            f"{owner}: cat_results must be 'stack', 'cat' or an int dim to concatenate along, got {cat_results!r}"
+        )
+    if sync_name is not None and cat_results != "stack":
+        raise ValueError(f"{owner}: cat_results={cat_results!r} only applies to {sync_name}")
+    return cat_results
+
+
+def checked_worker_timeout(worker_timeout, owner: str) -> float:
+    """``worker_timeout`` (seconds a worker may take to answer) as a positive float."""
+    if isinstance(worker_timeout, bool) or not isinstance(worker_timeout, (int, float)) or worker_timeout <= 0:
+        raise ValueError(f"{owner}: worker_timeout must be a positive number of seconds, got {worker_timeout!r}")
+    return float(worker_timeout)
+
+
+def check_postproc_and_buffer(postproc, replay_buffer, owner: str) -> None:
+    """``postproc`` must be callable and ``replay_buffer`` have ``extend()`` (each or ``None``)."""
+    if postproc is not None and not callable(postproc):
+        raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
+    if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
+        raise TypeError(f"{owner}: replay_buffer must have an extend() method (a reap replay buffer)")
+
+
+__all__ = [
+    "check_int",
+    "check_postproc_and_buffer",
+    "checked_cat_results",
+    "checked_total_frames",
+    "checked_worker_timeout",
+    "env_constructors",
+    "frames_per_worker",
+    "per_worker",
+    "policy_factories",
+]

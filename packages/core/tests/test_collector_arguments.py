@@ -1,0 +1,100 @@
+"""reap.collectors.arguments: the multi-worker arguments every backend checks the same way, and
+reap.collectors.worker.worker_seed."""
+
+import numpy as np
+import pytest
+
+from reap import GymEnv
+from reap.collectors.arguments import (
+    check_int,
+    check_postproc_and_buffer,
+    checked_cat_results,
+    checked_total_frames,
+    checked_worker_timeout,
+    env_constructors,
+    frames_per_worker,
+    per_worker,
+    policy_factories,
+)
+from reap.collectors.worker import worker_seed
+
+
+def make_env():
+    return GymEnv("CartPole-v1")
+
+
+def test_env_constructors():
+    assert env_constructors(make_env, None, "C") == [make_env]
+    assert env_constructors([make_env, make_env], 2, "C") == [make_env, make_env]
+    for args, error, message in [
+        ((make_env(), None), TypeError, "C: create_env_fn must be callables that build the env in the worker, not an "
+                                        "env instance (pass the constructor, e.g. lambda: GymEnv(...))"),
+        (([], None), ValueError, "C: create_env_fn is an empty list; pass one env constructor per worker"),
+        (([make_env], 2), ValueError, "C: num_workers=2 but create_env_fn has 1 constructors"),
+        ((make_env, 0), ValueError, "C: num_workers must be a positive int or None, got 0"),
+        (("CartPole-v1", None), TypeError, "C: create_env_fn must be a list of env constructors (callables), got str"),
+        (([make_env, 3], None), TypeError, "C: every create_env_fn entry must be a callable returning an env, got 3"),
+    ]:
+        with pytest.raises(error) as info:
+            env_constructors(*args, "C")
+        assert str(info.value) == message
+
+
+def test_per_worker_and_policy_factories():
+    assert per_worker(None, 3, "create_env_kwargs", "C") == [None, None, None]
+    assert per_worker(({"a": 1}, {"a": 2}), 2, "create_env_kwargs", "C") == [{"a": 1}, {"a": 2}]
+    with pytest.raises(ValueError, match=r"^C: storing_device has 3 entries but there are 2 workers$"):
+        per_worker(["cpu"] * 3, 2, "storing_device", "C")
+    assert policy_factories(None, make_env, 2, "C") == [make_env, make_env]
+    with pytest.raises(ValueError, match=r"^C: pass policy or policy_factory, not both$"):
+        policy_factories(object(), make_env, 1, "C")
+    with pytest.raises(TypeError, match=r"^C: policy_factory must be callable, got 5$"):
+        policy_factories(None, [make_env, 5], 2, "C")
+
+
+def test_frames_per_worker_and_total_frames():
+    assert frames_per_worker(10, 4, "C", sync=True) == [3, 3, 3, 3]
+    assert frames_per_worker(10, 4, "C", sync=False) == [10, 10, 10, 10]
+    assert frames_per_worker((4, 6), 2, "C", sync=True) == [4, 6]
+    with pytest.raises(ValueError, match=r"^C: frames_per_batch has 1 entries but there are 2 workers; pass one per "
+                                         r"worker or an int for the total$"):
+        frames_per_worker([4], 2, "C", sync=True)
+    for bad in (0, True, 2.0, [4, 0]):
+        with pytest.raises(ValueError, match=r"^C: frames_per_batch must be a positive int, got "):
+            frames_per_worker(bad, 2, "C", sync=True)
+    assert checked_total_frames(None, "C") == -1 and checked_total_frames(-1, "C") == -1
+    assert checked_total_frames(50, "C") == 50
+    for bad in (0, -2, True, 1.5):
+        with pytest.raises(ValueError, match=r"^C: total_frames must be a positive int, or -1 to collect forever"):
+            checked_total_frames(bad, "C")
+
+
+def test_cat_results_worker_timeout_and_the_rest():
+    assert [checked_cat_results(v, "C") for v in (None, "stack", "cat", -1)] == ["stack", "stack", 0, -1]
+    assert checked_cat_results(None, "A", sync_name="S") == "stack"
+    with pytest.raises(ValueError, match=r"^C: cat_results must be 'stack', 'cat' or an int dim to concatenate along, "
+                                         r"got 'glue'$"):
+        checked_cat_results("glue", "C")
+    with pytest.raises(ValueError, match=r"^A: cat_results=-1 only applies to S$"):
+        checked_cat_results(-1, "A", sync_name="S")
+    assert checked_worker_timeout(2, "C") == 2.0 and isinstance(checked_worker_timeout(2, "C"), float)
+    for bad in (0, -1.0, True, "5"):
+        with pytest.raises(ValueError, match=r"^C: worker_timeout must be a positive number of seconds"):
+            checked_worker_timeout(bad, "C")
+    check_int(None, "max_frames_per_traj", "C")
+    with pytest.raises(ValueError, match=r"^C: max_restarts must be a non-negative int, got -1$"):
+        check_int(-1, "max_restarts", "C", minimum=0, allow_none=False)
+    check_postproc_and_buffer(None, None, "C")
+    with pytest.raises(TypeError, match=r"^C: postproc must be callable, got 3$"):
+        check_postproc_and_buffer(3, None, "C")
+    with pytest.raises(TypeError, match=r"^C: replay_buffer must have an extend\(\) method"):
+        check_postproc_and_buffer(None, object(), "C")
+
+
+def test_worker_seed_is_numpy_seed_sequence():
+    for seed, idx, restarts in [(0, 0, 0), (7, 1, 0), (7, 1, 2), (2**40, 5, 1)]:
+        state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
+        assert worker_seed(seed, idx, restarts) == int(state[0]) & 0x7FFFFFFF
+    assert worker_seed(3, 1) == worker_seed(3, 1, 0)
+    seeds = {worker_seed(s, i) for s in range(4) for i in range(4)}
+    assert len(seeds) == 16  # seed + 1 is not worker idx + 1 shifted
