@@ -19,7 +19,9 @@ def pendulum_envs():
     yield "GymEnv", lambda: GymEnv("Pendulum-v1"), ()
     yield "GymEnv-vector", lambda: GymEnv("Pendulum-v1", num_envs=3), (3,)
     yield "SerialEnv", lambda: SerialEnv(2, lambda: GymEnv("Pendulum-v1")), (2,)
-    yield "ParallelEnv", lambda: ParallelEnv(2, functools.partial(GymEnv, "Pendulum-v1")), (2,)
+    # forkserver: the workers fork from a server that imported reap once, instead of each importing it
+    yield "ParallelEnv", lambda: ParallelEnv(2, functools.partial(GymEnv, "Pendulum-v1"),
+                                             mp_start_method="forkserver"), (2,)
     yield "TransformedEnv", lambda: TransformedEnv(GymEnv("Pendulum-v1"), reap.StepCounter()), ()
 
 

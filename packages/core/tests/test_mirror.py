@@ -122,7 +122,10 @@ def test_star_import_and_submodule_attributes():
         importlib.import_module("reap.nonexistent_module")
 
 
-def test_import_reap_and_core_paths_load_no_plugin():
+@pytest.fixture(scope="module")
+def fresh_import():
+    """One fresh interpreter, with the replay and value plugins disabled: first what importing reap
+    and core paths loads, then what the mirrored paths of the disabled plugins say."""
     out = _run("""
 import sys
 import reap
@@ -131,22 +134,26 @@ from reap._utils import compile_with_warmup
 from reap.envs import StepCounter
 loaded = sorted(m for m in sys.modules if m.startswith("reap_"))
 print(loaded, reap.plugins.get_registries.cache_info().currsize)
-""")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] 0"
-
-
-def test_mirrored_path_of_a_disabled_plugin_names_the_package():
-    out = _run("""
-import reap
+print("----", flush=True)
 try:
     reap.MultiAgentGAE
 except ImportError as exc:
     print(exc)
 from reap.data.replay_buffers.samplers import SamplerWithoutReplacement
 """, REAP_DISABLE_PLUGINS="replay,value")
+    before, _, after = out.stdout.partition("----\n")
+    return out, before, after
+
+
+def test_import_reap_and_core_paths_load_no_plugin(fresh_import):
+    out, before, _ = fresh_import
+    assert before.strip() == "[] 0", out.stderr
+
+
+def test_mirrored_path_of_a_disabled_plugin_names_the_package(fresh_import):
+    out, _, after = fresh_import
     assert out.returncode == 1
-    assert out.stdout.startswith("MultiAgentGAE is provided by reap-value, which is installed but its reap plugin")
+    assert after.startswith("MultiAgentGAE is provided by reap-value, which is installed but its reap plugin")
     assert out.stderr.strip().splitlines()[-1] == (
         "reap.plugins.PluginNotInstalledError: SamplerWithoutReplacement is provided by reap-replay, which is "
         "installed but its reap plugin is not loaded (REAP_DISABLE_PLUGINS / REAP_DISABLE_PLUGIN_AUTOLOAD, or it "

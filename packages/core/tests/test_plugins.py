@@ -113,43 +113,56 @@ def test_multicollector_without_mp_names_the_package(monkeypatch):
         MultiCollector([lambda: GymEnv("CartPole-v1")], None, frames_per_batch=4, sync=True)
 
 
-def _run_with_plugin(tmp_path, plugin_source: str, env=None) -> subprocess.CompletedProcess:
-    """Install a real plugin (a dist-info with an entry point) on a path and run `reap plugins`."""
-    (tmp_path / "reap_demo_plugin.py").write_text(textwrap.dedent(plugin_source))
-    dist = tmp_path / "reap_demo_plugin-1.2.3.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: reap-demo-plugin\nVersion: 1.2.3\n")
-    (dist / "entry_points.txt").write_text("[reap]\ndemo = reap_demo_plugin\n")
-    environ = {**os.environ, "PYTHONPATH": str(tmp_path), **(env or {})}
-    code = "from reap.cli import main; main(['plugins'])"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ,
-                          timeout=120)
-
-
-def test_third_party_plugin_registers_a_backend(tmp_path):
-    out = _run_with_plugin(tmp_path, """
+PLUGINS = {  # entry-point name: the module's source; each is a real dist-info on PYTHONPATH
+    "demo": """
         from reap import hookimpl
         from reap.registry import CollectorBackend
 
         @hookimpl
         def reap_register_collector_backends(register):
             register(CollectorBackend("demo", dict, "a demo backend"))
-    """)
+    """,
+    "broken": "raise ImportError('missing dependency foo')\n",
+    "skipped": "raise ImportError('never loaded')\n",  # disabled by name: never imported
+}
+
+
+@pytest.fixture(scope="module")
+def reap_plugins_run(tmp_path_factory) -> subprocess.CompletedProcess:
+    """``python -m reap.cli plugins`` in a fresh interpreter with the three plugins above installed
+    and ``REAP_DISABLE_PLUGINS=skipped`` (one interpreter start for every test that reads it)."""
+    path = tmp_path_factory.mktemp("plugins")
+    for name, source in PLUGINS.items():
+        (path / f"reap_{name}_plugin.py").write_text(textwrap.dedent(source))
+        dist = path / f"reap_{name}_plugin-1.2.3.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: reap-{name}-plugin\nVersion: 1.2.3\n")
+        (dist / "entry_points.txt").write_text(f"[reap]\n{name} = reap_{name}_plugin\n")
+    environ = {**os.environ, "PYTHONPATH": str(path), "REAP_DISABLE_PLUGINS": "skipped"}
+    return subprocess.run([sys.executable, "-m", "reap.cli", "plugins"], capture_output=True, text=True,
+                          env=environ, timeout=120)
+
+
+def test_reap_entry_point_runs(reap_plugins_run):
+    assert reap_plugins_run.returncode == 0, reap_plugins_run.stderr
+    assert "local      reap-core" in reap_plugins_run.stdout and "backend 'local'" in reap_plugins_run.stdout
+
+
+def test_third_party_plugin_registers_a_backend(reap_plugins_run):
+    assert "demo       reap-demo-plugin 1.2.3: backend 'demo'" in reap_plugins_run.stdout
+
+
+def test_broken_plugin_is_reported_not_fatal(reap_plugins_run):
+    out = reap_plugins_run
     assert out.returncode == 0, out.stderr
-    assert "demo       reap-demo-plugin 1.2.3: backend 'demo'" in out.stdout
-    assert "local      reap-core" in out.stdout
+    assert "broken     reap-broken-plugin 1.2.3: FAILED: ImportError: missing dependency foo" in out.stdout
+    assert "reinstall" in out.stderr.lower() and "reap-broken-plugin" in out.stderr
 
 
-def test_broken_plugin_is_reported_not_fatal(tmp_path):
-    out = _run_with_plugin(tmp_path, "raise ImportError('missing dependency foo')\n")
-    assert out.returncode == 0, out.stderr
-    assert "demo       reap-demo-plugin 1.2.3: FAILED: ImportError: missing dependency foo" in out.stdout
-    assert "reinstall" in out.stderr.lower() and "reap-demo-plugin" in out.stderr
-
-
-def test_plugins_can_be_disabled_by_name(tmp_path):
-    out = _run_with_plugin(tmp_path, "raise ImportError('never loaded')\n", {"REAP_DISABLE_PLUGINS": "demo"})
-    assert "demo" not in out.stdout and "local" in out.stdout
+def test_plugins_can_be_disabled_by_name(reap_plugins_run):
+    out = reap_plugins_run
+    assert "skipped" not in out.stdout and "never loaded" not in out.stdout + out.stderr
+    assert "demo       reap-demo-plugin" in out.stdout  # only the one named is skipped
 
 
 def test_reimporting_reap_keeps_the_registry():
