@@ -185,5 +185,7 @@ def test_scan_kernel_compiles_to_one_graph():
 
     x, h0 = torch.randn(2, 3, 3), torch.randn(1, 2, 4)
     is_init = torch.tensor([[False, True, False], [False, False, False]])
-    compiled = torch.compile(loss, fullgraph=True)
+    # fullgraph=True fails on any graph break; aot_eager traces through AOTAutograd as inductor
+    # does, without generating and compiling C++ (seconds that test nothing about the graph)
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(x, h0, is_init), loss(x, h0, is_init))
