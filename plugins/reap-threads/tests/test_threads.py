@@ -5,7 +5,6 @@ import doctest
 import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import torch
 from tensordict import TensorDict
 
 from reap import Collector, MultiCollector, MultiSyncCollector
+from reap.cli import main as reap_main
 from reap.plugins import get_weight_sync_scheme
 from reap_mp.testing import ConstantPolicy, CountingEnv, constant_policy, env_fn
 from reap_threads import (
@@ -223,25 +223,16 @@ def test_bad_arguments_name_the_argument():
         ThreadSyncCollector([env_fn()], None, frames_per_batch=4, bogus=1)
 
 
-def _reap(*args, **env):
-    exe = shutil.which("reap", path=os.path.dirname(sys.executable))
-    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-
-
-@pytest.mark.slow
-def test_reap_plugins_lists_it():
-    out = _reap("plugins")
-    assert out.returncode == 0, out.stderr
-    line = next(line for line in out.stdout.splitlines() if line.startswith("threads"))
+def test_reap_plugins_lists_it(capsys):
+    reap_main(["plugins"])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("threads"))
     assert "reap-threads" in line and "backend 'threads'" in line and "weight sync 'threads'" in line
 
 
-@pytest.mark.slow
-def test_reap_collect_runs_on_the_threads_backend(tmp_path):
-    out = _reap("collect", "--env", "CartPole-v1", "--frames", "2000", "--backend", "threads",
-                "--workers", "2", "--no-progress", "--out", str(tmp_path / "run"))
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("collected 2000 frames in ")
+def test_reap_collect_runs_on_the_threads_backend(tmp_path, capsys):
+    reap_main(["collect", "--env", "CartPole-v1", "--frames", "2000", "--backend", "threads", "--workers", "2",
+              "--no-progress", "--out", str(tmp_path / "run")])
+    assert capsys.readouterr().out.startswith("collected 2000 frames in ")
     meta = json.loads((tmp_path / "run" / "reap_meta.json").read_text())
     assert (meta["backend"], meta["workers"], meta["frames"], meta["complete"]) == ("threads", 2, 2000, True)
 
