@@ -1,26 +1,14 @@
-"""examples/dqn_cartpole.py, run as a user runs it: batches from MultiAsyncCollector fill the
-prioritized buffer, TD errors written back change the priorities, and the return rises well
-above a random policy's."""
-
-import json
-import subprocess
-import sys
-from pathlib import Path
+"""examples/dqn_cartpole.py (its ``main``, in the test's process; the collector's workers are
+spawned processes either way): batches from MultiAsyncCollector fill the prioritized buffer, TD
+errors written back change the priorities, and the return rises well above a random policy's."""
 
 import pytest
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dqn_cartpole.py"
 
-
-def test_dqn_learns_from_a_prioritized_buffer(tmp_path):
-    out = tmp_path / "summary.json"
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--seed", "0", "--total-frames", "20000",
-                           "--eps-frames", "10000", "--json", str(out)],
-                          capture_output=True, text=True, timeout=540, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    summary = json.loads(out.read_text())
+def test_dqn_learns_from_a_prioritized_buffer(run_example):
+    summary = run_example("dqn_cartpole", "--seed", "0", "--total-frames", "20000", "--eps-frames", "10000")
     log, returns = summary["log"], [r for _, r in summary["returns"]]
     # data flows: every frame asked for arrived, and learning ran on all but the warm-up batches
     assert summary["frames"] == 20_096  # ceil(20000 / 128) whole batches of 128 frames

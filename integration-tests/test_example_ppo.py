@@ -1,42 +1,56 @@
-"""examples/ppo_cartpole.py, run as a user runs it: it solves CartPole-v1 on the mp backend, and on
-every other backend the trainer's weights reach the workers batch after batch."""
+"""examples/ppo_cartpole.py: it solves CartPole-v1 on the mp backend, and on every other backend the
+trainer's weights reach the workers batch after batch.
 
-import importlib.util
+The example's ``main`` runs in the test's process where that needs no interpreter of its own (the
+mp workers are spawned processes either way); the Ray, RPC and torch.distributed runs share one
+fresh interpreter, as a user's script would start them, instead of paying one start-up each.
+"""
+
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ppo_cartpole.py"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+REMOTE = ("ray", "rpc", "distributed")
+WEIGHTS_ARGS = ("--total-frames", "6144")
 
 
-def run_example(tmp_path, *args, timeout=540) -> dict:
-    out = tmp_path / "summary.json"
-    proc = subprocess.run([sys.executable, str(EXAMPLE), *args, "--json", str(out)], capture_output=True,
-                          text=True, timeout=timeout, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(out.read_text())
+@pytest.fixture(scope="module")
+def remote_summaries(tmp_path_factory) -> dict:
+    """The example on each remote backend, one after the other in one fresh interpreter."""
+    out = tmp_path_factory.mktemp("ppo") / "summaries.json"
+    script = textwrap.dedent(f"""
+        import json, sys, traceback
+        import cloudpickle
+        import ray.cloudpickle
+        sys.path.insert(0, {str(EXAMPLES)!r})
+        import ppo_cartpole as example
+        for pickler in (cloudpickle, ray.cloudpickle):  # workers need not find examples/ on their path
+            pickler.register_pickle_by_value(example)
+        summaries = {{}}
+        for backend in {REMOTE!r}:  # one backend's failure is its test's, not the others'
+            try:
+                summaries[backend] = example.main(example.parse_args(["--backend", backend, *{WEIGHTS_ARGS!r}]))
+            except Exception:
+                summaries[backend] = {{"error": traceback.format_exc()}}
+            with open({str(out)!r}, "w") as f:
+                json.dump(summaries, f)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=540,
+                          cwd=out.parent)
+    summaries = json.loads(out.read_text()) if out.exists() else {}
+    return {backend: summaries.get(backend, {"error": proc.stdout[-2000:] + proc.stderr[-4000:]})
+            for backend in REMOTE}
 
 
-def run_in_process(*args) -> dict:
-    """Backends without worker processes run in the test's process (no interpreter start-up)."""
-    spec = importlib.util.spec_from_file_location("ppo_cartpole", EXAMPLE)
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    threads = torch.get_num_threads()  # the example sets 1 for itself: given back to the test process
-    try:
-        return example.main(example.parse_args(list(args)))
-    finally:
-        torch.set_num_threads(threads)
-
-
-def test_ppo_solves_cartpole_on_the_mp_backend(tmp_path):
-    summary = run_example(tmp_path, "--backend", "mp", "--seed", "0", "--total-frames", "150000")
+def test_ppo_solves_cartpole_on_the_mp_backend(run_example):
+    summary = run_example("ppo_cartpole", "--backend", "mp", "--seed", "0", "--total-frames", "150000")
     assert summary["solved_at"] is not None and summary["solved_at"] <= 150_000, summary["final_mean_return_20"]
     assert summary["final_mean_return_20"] >= 195
     first = summary["log"][0]
@@ -46,11 +60,15 @@ def test_ppo_solves_cartpole_on_the_mp_backend(tmp_path):
     assert max(entry["logprob_lag"] for entry in summary["log"]) < 1e-4
 
 
-@pytest.mark.parametrize("backend", ["local", "threads", "ray", "rpc", "distributed"])
-def test_weights_reach_the_workers_on_every_backend(tmp_path, backend):
-    args = ("--backend", backend, "--total-frames", "6144")
-    summary = run_in_process(*args) if backend in ("local", "threads") else run_example(tmp_path, *args)
+@pytest.mark.parametrize("backend", ["local", "threads", *REMOTE])
+def test_weights_reach_the_workers_on_every_backend(run_example, request, backend):
+    if backend in REMOTE:
+        summary = request.getfixturevalue("remote_summaries")[backend]
+        assert "error" not in summary, summary["error"]
+    else:
+        summary = run_example("ppo_cartpole", "--backend", backend, *WEIGHTS_ARGS)
     log = summary["log"]
+    assert summary["backend"] == backend
     assert [entry["frames"] for entry in log] == [2048, 4096, 6144]
     # the log-probabilities the workers recorded are those of the trainer's updated actor; each
     # update moved them far more than that, so a batch made with stale weights would show here

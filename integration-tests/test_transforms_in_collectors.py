@@ -106,8 +106,10 @@ def test_transform_stack_and_multistep_in_every_collector(kind):
     pytest.importorskip("reap_mp")
     cls = getattr(reap, kind)
     env_arg = make_env if kind == "Collector" else [lambda: make_env()] * 2
+    # forkserver: the workers fork from one server that imported reap once (spawn pays that per worker)
+    options = {} if kind == "Collector" else {"mp_start_method": "forkserver"}
     with cls(env_arg, policy(), frames_per_batch=40, total_frames=120,
-             postproc=MultiStep(gamma=0.9, n_steps=3)) as collector:
+             postproc=MultiStep(gamma=0.9, n_steps=3), **options) as collector:
         collector.set_seed(0)
         batches = list(collector)
     assert len(batches) == 3
