@@ -72,7 +72,7 @@ def get_context(method: str | None, owner: str):
         raise RuntimeError(SPAWN_GUARD_MESSAGE.format(owner=owner, method=method))
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":  # the server imports reap once; each worker is then a cheap fork
-        ctx.set_forkserver_preload(["reap_mp._worker", "reap_mp.parallel_env"])
+        ctx.set_forkserver_preload(["reap_mp._forkserver_preload"])
     return ctx
 
 
