@@ -1,6 +1,8 @@
 """reap.collectors.arguments: the multi-worker arguments every backend checks the same way, and
 reap.collectors.worker.worker_seed."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from reap.collectors.arguments import (
     check_postproc_and_buffer,
     checked_cat_results,
     checked_total_frames,
+    checked_worker_ids,
     checked_worker_timeout,
     env_constructors,
     frames_per_worker,
@@ -89,6 +92,15 @@ def test_cat_results_worker_timeout_and_the_rest():
         check_postproc_and_buffer(3, None, "C")
     with pytest.raises(TypeError, match=r"^C: replay_buffer must have an extend\(\) method"):
         check_postproc_and_buffer(None, object(), "C")
+
+
+def test_worker_ids():
+    assert checked_worker_ids(None, 2) == [0, 1]
+    assert checked_worker_ids(1, 2) == [1] and checked_worker_ids([1, 0], 2) == [1, 0]
+    for bad in (2, -1, True, [0, 5], ["0"]):
+        with pytest.raises(ValueError, match=r"^update_policy_weights_: worker_ids must be worker indices in \[0, 2\), "
+                                             rf"got {re.escape(repr(bad))}$"):
+            checked_worker_ids(bad, 2)
 
 
 def test_worker_seed_is_numpy_seed_sequence():

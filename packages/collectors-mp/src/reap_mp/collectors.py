@@ -33,6 +33,7 @@ from reap.collectors.arguments import (
     check_postproc_and_buffer,
     checked_cat_results,
     checked_total_frames,
+    checked_worker_ids,
     checked_worker_timeout,
     env_constructors,
     frames_per_worker,
@@ -429,7 +430,7 @@ class _MultiCollector(BaseCollector):
                 )
             weights = self.policy
         weights = as_weights(weights)
-        ids = self._worker_ids(worker_ids)
+        ids = checked_worker_ids(worker_ids, self.num_workers)
         missing = [i for i in ids if self._weight_templates[i] is None
                    or not self.weight_sync_scheme.has_weights(i)]
         if missing:
@@ -459,17 +460,6 @@ class _MultiCollector(BaseCollector):
         Whichever workers they went to: a restarted worker runs them under their own version.
         """
         self._latest.remember(self._weight_templates[ids[0]], weights, self.policy_version)
-
-    def _worker_ids(self, worker_ids) -> list[int]:
-        if worker_ids is None:
-            return list(range(self.num_workers))
-        ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.num_workers:
-                raise ValueError(
-                    f"update_policy_weights_: worker_ids must be worker indices in [0, {self.num_workers}), got {worker_ids!r}"
-                )
-        return ids
 
     # ---- plugin options and reports (reap.hookspecs.reap_plugin_options) --------------------
     def _forward_plugin_options(self, name: str, options) -> None:

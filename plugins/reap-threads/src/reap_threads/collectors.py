@@ -36,6 +36,7 @@ from reap.collectors.arguments import (
     check_postproc_and_buffer,
     checked_cat_results,
     checked_total_frames,
+    checked_worker_ids,
     checked_worker_timeout,
     env_constructors,
     frames_per_worker,
@@ -302,7 +303,7 @@ class _ThreadCollector(BaseCollector):
                 raise ValueError("update_policy_weights_: no weights given and the collector has no policy "
                                  "module to read them from (it was built with policy_factory); pass the weights")
             weights = self.policy
-        ids = self._worker_ids(worker_ids)
+        ids = checked_worker_ids(worker_ids, self.num_workers)
         missing = [i for i in ids if self._templates[i] is None]
         if missing:
             raise ValueError(f"update_policy_weights_: the policy of worker(s) {missing} has no parameters to update")
@@ -314,16 +315,6 @@ class _ThreadCollector(BaseCollector):
             raise ValueError(f"update_policy_weights_: {exc}") from None
         self.policy_version += 1
         self.weight_sync_scheme.push(weights, ids, self.policy_version)
-
-    def _worker_ids(self, worker_ids) -> list[int]:
-        if worker_ids is None:
-            return list(range(self.num_workers))
-        ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.num_workers:
-                raise ValueError(f"update_policy_weights_: worker_ids must be worker indices in "
-                                 f"[0, {self.num_workers}), got {worker_ids!r}")
-        return ids
 
     # ---- control ---------------------------------------------------------------------------
     def set_seed(self, seed: int, static_seed: bool = False) -> int:

@@ -186,11 +186,35 @@ def check_postproc_and_buffer(postproc, replay_buffer, owner: str) -> None:
         raise TypeError(f"{owner}: replay_buffer must have an extend() method (a reap replay buffer)")
 
 
+def checked_worker_ids(worker_ids, num_workers: int) -> list[int]:
+    """The workers ``update_policy_weights_(worker_ids=...)`` addresses: all (``None``), one index
+    or a sequence of indices in ``[0, num_workers)``.
+
+    Examples:
+        >>> checked_worker_ids(None, 3), checked_worker_ids(1, 3), checked_worker_ids((0, 2), 3)
+        ([0, 1, 2], [1], [0, 2])
+        >>> checked_worker_ids(3, 3)
+        Traceback (most recent call last):
+        ...
+        ValueError: update_policy_weights_: worker_ids must be worker indices in [0, 3), got 3
+    """
+    if worker_ids is None:
+        return list(range(num_workers))
+    ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_workers:
+            raise ValueError(
+                f"update_policy_weights_: worker_ids must be worker indices in [0, {num_workers}), got {worker_ids!r}"
+            )
+    return ids
+
+
 __all__ = [
     "check_int",
     "check_postproc_and_buffer",
     "checked_cat_results",
     "checked_total_frames",
+    "checked_worker_ids",
     "checked_worker_timeout",
     "env_constructors",
     "frames_per_worker",
