@@ -71,11 +71,13 @@ def test_sync_layout_weights_seeds_state_and_actors_kept_after_iteration():
 
 
 def test_async_update_after_each_batch_and_max_weight_update_interval():
-    """No actor collects with weights more than k batches old (k=0: update_after_each_batch)."""
+    """No actor collects with weights more than k batches old (k=0: update_after_each_batch).
+
+    With k=2 the actors prefetch: the rollout under way when weights are sent counts too."""
     policy = ConstantPolicy(0.0)
-    with RayCollector([env_fn(), env_fn()], policy.as_module(), frames_per_batch=3, total_frames=3 * 12,
-                      update_after_each_batch=True) as collector:
-        for k in (0, 2):
+    with RayCollector([env_fn(), env_fn()], policy.as_module(), frames_per_batch=3, total_frames=3 * 16,
+                      max_weight_update_interval=2) as collector:
+        for k in (2, 0):
             runs: dict[int, list[tuple[int, float]]] = {0: [], 1: []}
             for batch in collector:
                 assert batch.batch_size == torch.Size([3])
@@ -90,9 +92,9 @@ def test_async_update_after_each_batch_and_max_weight_update_interval():
                     longest = max(longest, streak)
                 assert longest <= k + 1, runs  # never more than k batches on the same weights
                 assert [w for _, w in got] == sorted(w for _, w in got)
-            collector.update_after_each_batch = False
-            collector.max_weight_update_interval = 2
-            collector.total_frames += 3 * 16
+            collector.update_after_each_batch = True
+            collector.max_weight_update_interval = 0
+            collector.total_frames += 3 * 12
 
 
 def test_policy_factory_defers_weight_sync_until_weights_are_given_collector_backend_ray():
@@ -148,7 +150,7 @@ def test_replay_buffer_gets_every_frame_exactly_once_from_two_actors():
         assert len({tuple(row) for row in keys.tolist()}) == 200  # no frame twice
 
 
-def test_multicollector_backend_ray_async_with_envs_per_collector():
+def test_multicollector_backend_ray_async_with_envs_per_collector_prefetches_the_next_rollout():
     multi = MultiCollector([env_fn()], ConstantPolicy(2.0).as_module(), sync=False, backend="ray",
                            frames_per_batch=8, total_frames=16, num_workers_per_collector=2)
     with multi:
@@ -156,6 +158,23 @@ def test_multicollector_backend_ray_async_with_envs_per_collector():
         batches = list(multi)
         assert [b.batch_size for b in batches] == [torch.Size([2, 4])] * 2  # 2 envs per actor
         assert [_weight(b) for b in batches] == [[2.0]] * 2
+        # the actor starts its next rollout as it hands a batch back
+        multi.total_frames = -1
+        multi.set_seed(7)
+        it = iter(multi)
+        seeded = next(it)["observation"]
+        seen = []
+        for i in range(4):
+            batch = next(it)
+            seen.append((_weight(batch)[0], batch[VERSION].unique().tolist()))
+            if i == 0:
+                multi.update_policy_weights_({"module.weight": torch.tensor([5.0])})
+        # pushed after batch 1: batch 2 was already requested (as without prefetching) and batch 3
+        # under way when the weights arrived; batch 4 is the first on them; versions stay exact
+        assert seen == [(2.0, [0]), (2.0, [0]), (2.0, [0]), (5.0, [1])]
+        multi.set_seed(7)  # the rollout prefetched meanwhile predates the seed: dropped
+        next(it)  # requested before set_seed
+        assert torch.equal(next(it)["observation"], seeded)
 
 
 @pytest.mark.slow

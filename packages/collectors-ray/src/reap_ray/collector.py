@@ -6,7 +6,10 @@ request in flight per actor:
 
 * ``sync=True`` yields every actor's batch stacked: ``[num_collectors, *actor_batch]`` with
   ``frames_per_batch // num_collectors`` frames per actor (TorchRL's layout).
-* ``sync=False`` (the default, as TorchRL) yields each actor's batch as it arrives.
+* ``sync=False`` (the default, as TorchRL) yields each actor's batch as it arrives. Each actor
+  starts its next rollout as soon as it has handed a batch back (as reap's
+  ``MultiAsyncCollector`` double-buffers), so the next request finds it done or under way: see
+  "Prefetching" below.
 
 Weights cost one ``ray.put`` per update; the object ref travels with each actor's next collect
 request, and the actor loads it before that rollout (never during one). Every batch records
@@ -18,6 +21,18 @@ per actor, gets the latest weights with its first request, and redoes the batch 
 an exception inside an actor is raised in the driver with the actor's index and traceback; an
 actor with a request outstanding for ``actor_timeout`` seconds is reported as hung. Every wait
 is bounded.
+
+Prefetching (async mode): a request for actor ``i``'s next batch gets the rollout that ``i``
+started when it delivered its last batch, so weights given while that rollout runs reach the
+rollout after it (one batch later than without prefetching), and a batch's
+``("collector", "policy_version")`` always names the weights it was collected with. The
+prefetched rollout counts toward ``max_weight_update_interval``: an actor due for fresh weights
+gets them with the request before the rollout that would be one too many, so no actor collects
+more than ``k`` batches on the same weights after the central policy may have changed.
+``update_after_each_batch=True`` and ``max_weight_update_interval=0`` (every batch on the
+latest weights) switch prefetching off, as does the last request of an iteration (no rollout is
+started that no request will fetch). ``set_seed`` and ``load_state_dict`` drop a prefetched
+batch; ``pause()`` waits for prefetched rollouts to end, so inside it no actor collects.
 """
 
 from __future__ import annotations
@@ -249,6 +264,8 @@ class RayCollector(BaseCollector):
         self.worker_restarts: list[int] = []
         self.node_ids: list[str] = []
         self._inflight: dict = {}  # ObjectRef -> (actor index, time sent)
+        self._ahead: list[bool] = []  # per actor: a prefetched rollout is under way (or done)
+        self._skip: list[bool] = []  # per actor: its next batch predates the weights just sent
         self._ready: deque = deque()  # (actor index, result) drained by pause()
         self._frames = 0
         self._iter = 0
@@ -329,6 +346,8 @@ class RayCollector(BaseCollector):
             self._specs.append({"kwargs": spec, "policy": policy_ref if factories[j] is None else None})
             self._configs.append(configs[j])
             self._worker_weights.add_worker()
+            self._ahead.append(False)
+            self._skip.append(False)
             self.worker_restarts.append(0)
             self.node_ids.append("")
             self._actors.append(self._make_actor(idx))
@@ -432,12 +451,34 @@ class RayCollector(BaseCollector):
         self._worker_weights.max_interval = value
 
     # ---- requests --------------------------------------------------------------------------------
+    def _prefetch(self) -> bool:
+        """Whether the request about to be sent should start the actor's next rollout after it."""
+        k = self._worker_weights.max_interval
+        return (not self._sync and not self.update_after_each_batch and k != 0
+                and self._more(self._in_flight_frames() + self._frames_per_actor))
+
     def _submit(self, idx: int) -> None:
-        if self.policy is not None and self._worker_weights.due([idx]):  # max_weight_update_interval
+        prefetch = self._prefetch()
+        # max_weight_update_interval: with a rollout already under way, the next one this request
+        # can still give weights to is one batch further on
+        k = self._worker_weights.max_interval
+        due = (k >= 0 and self._ahead[idx] and prefetch
+               and self._worker_weights.batches_since_update(idx) + 1 > k) or self._worker_weights.due([idx])
+        if self.policy is not None and due:
             self._push_weights(self.policy, [idx])
         weights, version = self._worker_weights.next_request(idx)
-        ref = self._actors[idx].collect.remote(weights, version)
+        ref = self._actors[idx].collect.remote(weights, version, prefetch)
+        # the batch this request returns was started before these weights arrive: it does not
+        # count as a batch on them
+        self._skip[idx] = self._ahead[idx] and weights is not None
+        self._ahead[idx] = prefetch
         self._inflight[ref] = (idx, time.monotonic())
+
+    def _delivered(self, idx: int) -> None:
+        if self._skip[idx]:
+            self._skip[idx] = False
+        else:
+            self._worker_weights.delivered(idx)
 
     def _task_error(self, idx: int, exc, what: str = "raised") -> RayCollectorError:
         return RayCollectorError(f"RayCollector: collector actor {idx} {what}: {exc}", idx)
@@ -499,6 +540,7 @@ class RayCollector(BaseCollector):
         kill_actors([self._actors[idx]], timeout=0.0)
         self._actors[idx] = self._make_actor(idx)
         self._worker_weights.replaced(idx)
+        self._ahead[idx] = self._skip[idx] = False
         info = self._wait_ready([self._actors[idx].ready.remote()], [idx])[idx]
         self.node_ids[idx] = info["node_id"]
         if self._seed is not None:
@@ -537,7 +579,7 @@ class RayCollector(BaseCollector):
             while len(results) < n:
                 idx, value = self._next_result()
                 results[idx] = value
-                self._worker_weights.delivered(idx)
+                self._delivered(idx)
             parts = [results[i] for i in range(n)]
             self._iter += 1
             if self.replay_buffer is not None:
@@ -556,7 +598,7 @@ class RayCollector(BaseCollector):
         while self._more():
             self._check_open()
             idx, value = self._next_result()
-            self._worker_weights.delivered(idx)
+            self._delivered(idx)
             self._iter += 1
             if self.replay_buffer is not None:
                 self._frames += value
@@ -593,9 +635,18 @@ class RayCollector(BaseCollector):
                 self._ready.append(self._first_finished())
         finally:
             self.actor_timeout = saved
+        self._settle()
         if self.replay_buffer is not None:
             self._flush()
         yield None
+
+    def _settle(self, drop: bool = False) -> None:
+        """Wait for the actors' prefetched rollouts to end (``drop``: and discard them)."""
+        refs = [(i, a.settle.remote(drop)) for i, a in enumerate(self._actors) if self._ahead[i]]
+        for i, ref in refs:
+            self._get(i, ref, "settle()")
+            if drop:
+                self._ahead[i] = False
 
     # ---- plugin options and reports (reap.hookspecs.reap_plugin_options) ---------------------------
     def _forward_plugin_options(self, name: str, options) -> None:
@@ -626,6 +677,7 @@ class RayCollector(BaseCollector):
             raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
         self._check_open()
         self._seed = (seed, static_seed)
+        self._settle(drop=True)  # a prefetched batch predates the seed
         refs = [a.set_seed.remote(seed if static_seed else actor_seed(seed, i), static_seed)
                 for i, a in enumerate(self._actors)]
         return [self._get(i, r) for i, r in enumerate(refs)]
@@ -651,6 +703,7 @@ class RayCollector(BaseCollector):
         states = state_dict if isinstance(state_dict, list) else [state_dict] * self.num_collectors
         if len(states) != self.num_collectors:
             raise ValueError(f"load_state_dict: got {len(states)} states for {self.num_collectors} collectors")
+        self._settle(drop=True)  # a prefetched batch predates the state
         refs = [a.load_state_dict.remote(s) for a, s in zip(self._actors, states)]
         for i, r in enumerate(refs):
             self._get(i, r)
