@@ -33,6 +33,8 @@ from reap import (
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--mp-start-method", choices=("spawn", "forkserver", "fork"), default="spawn",
+                        help="how the workers start (forkserver: each is a fork of one process that imported reap)")
     parser.add_argument("--envs-per-worker", type=int, default=4)
     parser.add_argument("--frames-per-batch", type=int, default=128, help="per worker batch")
     parser.add_argument("--total-frames", type=int, default=40_000)
@@ -90,7 +92,8 @@ def main(args) -> dict:
                                                batch_size=args.batch_size)
 
     collector = MultiAsyncCollector([EnvFactory(args.envs_per_worker)] * args.workers, policy,
-                                    frames_per_batch=args.frames_per_batch, total_frames=args.total_frames)
+                                    frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
+                                    mp_start_method=args.mp_start_method)
     returns, log, frames, steps = [], [], 0, 0
     start = time.perf_counter()
     with collector:

@@ -43,6 +43,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=BACKENDS, default="mp")
     parser.add_argument("--workers", type=int, default=2, help="collector workers (not for local)")
+    parser.add_argument("--mp-start-method", choices=("spawn", "forkserver", "fork"), default="spawn",
+                        help="how the mp backend starts its workers (forkserver: each is a fork of one process "
+                             "that imported reap)")
     parser.add_argument("--envs-per-worker", type=int, default=8)
     parser.add_argument("--frames-per-batch", type=int, default=2048)
     parser.add_argument("--total-frames", type=int, default=150_000)
@@ -99,8 +102,9 @@ def main(args) -> dict:
     if args.backend == "local":
         collector = Collector(envs(), actor, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames)
     else:
+        options = {"mp_start_method": args.mp_start_method} if args.backend == "mp" else {}
         collector = Collector([envs] * args.workers, actor, backend=args.backend,
-                              frames_per_batch=args.frames_per_batch, total_frames=args.total_frames)
+                              frames_per_batch=args.frames_per_batch, total_frames=args.total_frames, **options)
 
     returns, log, frames, solved_at = [], [], 0, None
     start = time.perf_counter()

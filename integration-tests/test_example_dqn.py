@@ -1,5 +1,5 @@
-"""examples/dqn_cartpole.py (its ``main``, in the test's process; the collector's workers are
-spawned processes either way): batches from MultiAsyncCollector fill the prioritized buffer, TD
+"""examples/dqn_cartpole.py (its ``main``, in the test's process, its workers forked from the
+forkserver): batches from MultiAsyncCollector fill the prioritized buffer, TD
 errors written back change the priorities, and the return rises well above a random policy's."""
 
 import pytest
@@ -8,7 +8,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_dqn_learns_from_a_prioritized_buffer(run_example):
-    summary = run_example("dqn_cartpole", "--seed", "0", "--total-frames", "20000", "--eps-frames", "10000")
+    summary = run_example("dqn_cartpole", "--seed", "0", "--total-frames", "20000", "--eps-frames", "10000",
+                          "--mp-start-method", "forkserver")
     log, returns = summary["log"], [r for _, r in summary["returns"]]
     # data flows: every frame asked for arrived, and learning ran on all but the warm-up batches
     assert summary["frames"] == 20_096  # ceil(20000 / 128) whole batches of 128 frames

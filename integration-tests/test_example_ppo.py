@@ -2,7 +2,7 @@
 trainer's weights reach the workers batch after batch.
 
 The example's ``main`` runs in the test's process where that needs no interpreter of its own (the
-mp workers are spawned processes either way); the Ray, RPC and torch.distributed runs share one
+mp workers fork from the forkserver, which the earlier tests of the session have started); the Ray, RPC and torch.distributed runs share one
 fresh interpreter, as a user's script would start them, instead of paying one start-up each.
 """
 
@@ -50,7 +50,8 @@ def remote_summaries(tmp_path_factory) -> dict:
 
 
 def test_ppo_solves_cartpole_on_the_mp_backend(run_example):
-    summary = run_example("ppo_cartpole", "--backend", "mp", "--seed", "0", "--total-frames", "150000")
+    summary = run_example("ppo_cartpole", "--backend", "mp", "--mp-start-method", "forkserver", "--seed", "0",
+                          "--total-frames", "150000")
     assert summary["solved_at"] is not None and summary["solved_at"] <= 150_000, summary["final_mean_return_20"]
     assert summary["final_mean_return_20"] >= 195
     first = summary["log"][0]
