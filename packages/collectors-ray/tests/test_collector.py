@@ -26,7 +26,7 @@ def _weight(batch):
     return batch["action"].flatten().unique().tolist()
 
 
-def test_sync_layout_weights_seeds_state_and_actors_kept_after_iteration():
+def test_sync_layout_weights_seeds_state_add_collectors_and_actors_kept_after_iteration():
     policy = ConstantPolicy(1.0)
     collector = RayCollector(env_fn(batch=2, episode_len=4), policy.as_module(), num_collectors=2,
                              frames_per_batch=16, total_frames=48, sync=True)
@@ -67,6 +67,17 @@ def test_sync_layout_weights_seeds_state_and_actors_kept_after_iteration():
         assert len(state) == 2 and state[0]["frames"] == 48  # each actor's own count
         collector.load_state_dict(state)
         assert isinstance(collector.weight_updater, RayWeightUpdater)
+        # an added actor collects the same share as the others (8 frames, set at construction)
+        # and has its own block of trajectory ids
+        collector.add_collectors(env_fn(batch=2, episode_len=4))
+        assert collector.num_collectors == 3 and len(collector.node_ids) == 3
+        collector.total_frames = collector.frames + 24
+        batch = next(iter(collector))
+        assert batch.batch_size == torch.Size([3, 2, 4])
+        assert batch[WORKER][:, 0, 0].tolist() == [0, 1, 2]
+        assert batch[TRAJ][2].min().item() >= 2 * TRAJ_ID_BLOCK
+        asyncio.run(collector.async_shutdown())
+        assert collector._closed and not reap_actors_alive()
     assert collector.remote_collectors and collector._closed
 
 
@@ -193,20 +204,6 @@ def test_collector_class_sync_runs_worker_processes_inside_each_actor(tmp_path):
         collector.update_policy_weights_({"module.weight": torch.tensor([4.0])})
         collector.total_frames = 24
         assert _weight(next(iter(collector))) == [4.0]
-
-
-def test_add_collectors_then_async_shutdown():
-    with RayCollector([env_fn()], ConstantPolicy(2.0).as_module(), frames_per_batch=4, total_frames=16,
-                      sync=True) as collector:
-        collector.add_collectors(env_fn())
-        assert collector.num_collectors == 2 and len(collector.node_ids) == 2
-        batches = list(collector)
-        # an added actor collects the same share as the others (4 frames, set at construction)
-        assert [b.batch_size for b in batches] == [torch.Size([2, 4])] * 2
-        assert batches[0][WORKER][:, 0].tolist() == [0, 1] and _weight(batches[0]) == [2.0]
-        assert batches[-1][TRAJ][1].min().item() >= TRAJ_ID_BLOCK  # the new actor has its own ids
-        asyncio.run(collector.async_shutdown())
-        assert collector._closed and not reap_actors_alive()
 
 
 def test_profiling_traces_only_the_chosen_actors_and_times_each(tmp_path):
