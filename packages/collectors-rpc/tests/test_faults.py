@@ -29,8 +29,17 @@ def test_worker_that_raises_is_reported_with_its_rank_and_traceback(cls):
             collector.update_policy_weights_()
 
 
-def test_worker_killed_mid_batch_is_reported_by_rank_with_its_signal():
-    with DistributedCollector([env_fn(die_at=6), env_fn()], ConstantPolicy(1.0).as_module(),
+def test_worker_that_fails_to_start_is_reported_at_once_not_after_start_timeout():
+    start = time.monotonic()
+    with pytest.raises(RemoteCollectorError, match=r"worker 1 \(rank 2\) failed to start: .*unexpected keyword argument 'no_such_option'"):
+        RPCCollector([env_fn(), env_fn(no_such_option=1)], ConstantPolicy(1.0).as_module(), frames_per_batch=4,
+                     start_timeout=300)
+    assert time.monotonic() - start < 120  # its death ends the wait (start-up itself is slow under load)
+
+
+@pytest.mark.parametrize("die_at", [2, 6])  # in the first batch (sent through the store), in a later one (gloo)
+def test_worker_killed_mid_batch_is_reported_by_rank_with_its_signal(die_at):
+    with DistributedCollector([env_fn(die_at=die_at), env_fn()], ConstantPolicy(1.0).as_module(),
                               frames_per_batch=4, total_frames=-1) as collector:
         start = time.monotonic()
         with pytest.raises(RemoteCollectorError, match=r"worker 0 \(rank 1\) died.*killed by SIGKILL") as info:
@@ -58,3 +67,6 @@ def test_hung_worker_is_reported_after_worker_timeout():
         with pytest.raises(RemoteCollectorError, match=r"worker 1 \(rank 2\) delivered no batch for 5\.\d s \(worker_timeout=5 s\)"):
             next(it)
         assert 5 <= time.monotonic() - start < 20
+        start = time.monotonic()
+        collector.shutdown(timeout=1)  # the hung worker cannot leave on its own: terminated
+        assert time.monotonic() - start < 15

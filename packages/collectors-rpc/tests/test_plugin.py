@@ -47,7 +47,8 @@ def test_collector_docstring_examples_run(name):
 @pytest.mark.slow
 def test_collector_class_sync_runs_worker_processes_inside_each_worker():
     with RPCCollector([env_fn(batch=2)] * 2, ConstantPolicy(4.0).as_module(), collector_class="sync",
-                      num_workers_per_collector=2, frames_per_batch=16, total_frames=16) as collector:
+                      num_workers_per_collector=2, frames_per_batch=16, total_frames=16,
+                      collector_kwargs={"mp_start_method": "forkserver"}) as collector:
         batch = next(iter(collector))
         # async: one worker's MultiSyncCollector batch, its 2 processes stacked: [2, 2 envs, 2 steps]
         assert batch.batch_size == torch.Size([2, 2, 4])

@@ -15,6 +15,7 @@ import contextlib
 import gc
 import pickle
 import queue
+import threading
 import time
 import uuid
 from collections import deque
@@ -35,7 +36,7 @@ from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
 from reap_rpc._launch import ProcessLauncher, describe_exit
-from reap_rpc._rendezvous import LOOPBACK, open_store
+from reap_rpc._rendezvous import LOOPBACK, connect_store, open_store
 
 LAUNCHERS = ("mp", "torchrun", "submitit")
 DEAD_MARK = b"__reap_worker_dead__"
@@ -214,6 +215,7 @@ class RemoteCollector(BaseCollector):
         self._launcher = None
         self._store = None
         self._infos: list[dict] = []
+        self._waiters: dict[int, object] = {}  # thread id -> its own store client (_waiter)
         self._awaiting: dict[int, str] = {}  # worker -> the store key being waited for
         self._dead: dict[int, int | None] = {}  # worker -> exit code, once its process ended
         self.weight_updater = self._resolve_updater(weight_updater, owner)
@@ -246,7 +248,7 @@ class RemoteCollector(BaseCollector):
         try:
             self._start(tcp_port)
         except BaseException:
-            self.shutdown()
+            self.shutdown(timeout=2.0)  # the others may be stuck in a rendezvous: no long grace
             raise
 
     # ---- construction ------------------------------------------------------------------------------
@@ -316,20 +318,32 @@ class RemoteCollector(BaseCollector):
         try:
             if idx in self._dead:
                 return DEAD
+            store = self._waiter()
             try:
-                self._store.wait([key], _td(timeout))
+                store.wait([key], _td(timeout))
             except dist.DistStoreError:
-                if self._store is not None and self._store.check([key]):
+                if store.check([key]):
                     pass
                 elif idx in self._dead:
                     return DEAD
                 else:
                     raise self._fail(RemoteCollectorError(
                         f"{self._owner}: worker {idx} (rank {idx + 1}) {what} within {timeout:g} s", worker_idx=idx)) from None
-            value = self._store.get(key)
+            value = store.get(key)
             return DEAD if value == DEAD_MARK else value
         finally:
             self._awaiting.pop(idx, None)
+
+    def _waiter(self):
+        """This thread's own client of the store. A wait holds its client's connection until it
+        ends: were it the shared one, the death watcher's wake-up (and every command) would
+        queue behind it until its timeout."""
+        tid = threading.get_ident()
+        store = self._waiters.get(tid)
+        if store is None:
+            client = connect_store(self._host, self.tcp_port, self.start_timeout)
+            store = self._waiters[tid] = dist.PrefixStore(f"reap/{self._key}", client)
+        return store
 
     def _start_transport(self) -> None:
         raise NotImplementedError
@@ -375,7 +389,10 @@ class RemoteCollector(BaseCollector):
             if self._store is not None and self._store.check([f"err/{idx}"]):
                 text, tb = pickle.loads(self._store.get(f"err/{idx}"))
         if exitcode is None and self._launcher is not None:
-            exitcode = self._launcher.exitcode(idx, wait=0.5 if text is None else 0.0)
+            # a transport error may reach us before the death does (the forkserver reports it)
+            exitcode = self._launcher.exitcode(idx, wait=2.0 if text is None else 0.0)
+        if text is None and exitcode is not None and what == "failed":
+            what, detail = "died", None  # its channel broke because its process ended
         parts = [f"{self._owner}: worker {idx} (rank {idx + 1}) {what}"]
         if text is not None:
             parts.append(f": {text}")
@@ -606,6 +623,7 @@ class RemoteCollector(BaseCollector):
 
                     stop_jobs(self._jobs, grace)
                 self._close_transport()
+                self._waiters.clear()
                 self._store = self._server = None
                 gc.collect()
 

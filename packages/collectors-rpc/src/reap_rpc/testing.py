@@ -63,22 +63,27 @@ def listening_addresses(pids) -> set[tuple[str, int]]:
     return found
 
 
-def _is_resource_tracker(pid: int) -> bool:
+def _cmdline(pid: int) -> bytes:
     try:
-        return b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return False
+        return b""
 
 
 def descendant_pids(pid: int | None = None) -> set[int]:
-    """Live descendants of ``pid`` (default: this process), but multiprocessing's resource
-    tracker (started with the first spawned process, it lives as long as this process)."""
-    out, todo = set(), [os.getpid() if pid is None else pid]
+    """Live descendants of ``pid`` (default: this process), but two helpers multiprocessing
+    starts once and keeps for the life of ``pid``: its resource tracker, and its forkserver
+    (a direct child; the workers forked from it are its children and do count)."""
+    root = os.getpid() if pid is None else pid
+    out, todo, helpers = set(), [root], set()
     while todo:
-        children = child_pids(todo.pop())
+        parent = todo.pop()
+        children = child_pids(parent)
         out |= children
         todo.extend(children)
-    return {p for p in out if not _is_resource_tracker(p)}
+        if parent == root:
+            helpers = {c for c in children if b"multiprocessing.forkserver import main" in _cmdline(c)}
+    return {p for p in out - helpers if b"resource_tracker" not in _cmdline(p)}
 
 
 def wait_gone(pids, timeout: float = 10.0) -> set[int]:
