@@ -65,23 +65,21 @@ def test_restarted_actor_is_reseeded_with_a_seed_of_its_own():
 
 
 def test_actor_exiting_mid_batch_is_restarted_and_the_lost_batch_redone(tmp_path):
-    make_env = functools.partial(ExitingEnv, exit_at=6, once_file=str(tmp_path / "exited"))
+    # it exits in its first rollout: before any batch is handed back (and any rollout prefetched)
+    make_env = functools.partial(ExitingEnv, exit_at=2, once_file=str(tmp_path / "exited"))
     policy = ConstantPolicy(1.0)
     with RayCollector(make_env, policy.as_module(), num_collectors=1, frames_per_batch=4,
                       total_frames=12) as collector:
-        batches = []
+        policy.weight.data.fill_(9.0)
+        collector.update_policy_weights_(policy)  # sent with the first request
         with pytest.warns(RuntimeWarning, match=r"collector actor 0 died \(ActorDiedError\)"):
-            for batch in collector:
-                batches.append(batch)
-                if len(batches) == 1:  # the request for batch 2 is already out, with weights 1
-                    policy.weight.data.fill_(9.0)
-                    collector.update_policy_weights_(policy)
+            batches = list(collector)
         assert (tmp_path / "exited").exists()
         assert collector.worker_restarts == [1]
         assert len(batches) == 3 and collector.frames == 12
-        # batch 2 died with the actor; its redo ran the latest weights
-        assert [_weight(b) for b in batches] == [[1.0], [9.0], [9.0]]
-        assert batches[1][VERSION].unique().tolist() == [1]
+        # batch 1 died with the actor; its redo, by an actor built with weights 1, ran the latest
+        assert [_weight(b) for b in batches] == [[9.0]] * 3
+        assert [b[VERSION].unique().tolist() for b in batches] == [[1]] * 3
 
 
 def test_actor_dying_past_max_restarts_is_an_error_naming_it():
