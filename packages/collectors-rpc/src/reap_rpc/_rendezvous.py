@@ -8,8 +8,7 @@
   address: never the global default group, so a user's own group in the same process works.
 * :func:`init_rpc_agent`: a TensorPipe RPC agent on a store, started without the gloo group
   ``torch.distributed.rpc.init_rpc`` builds on the host name's interface (and without touching
-  torch's RPC backend registry); on one machine it uses TensorPipe's shared-memory transport
-  only (no TCP listener at all).
+  torch's RPC backend registry); on one machine its TCP transport listens on 127.0.0.1.
 
 Examples:
     >>> store, port = open_store("127.0.0.1", 0, timeout=5.0)
@@ -23,8 +22,10 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
+import os
 import socket
 
 import torch.distributed as dist
@@ -100,23 +101,40 @@ def _start_agent(store, name, rank, world_size, options):
     store.wait([f"reap_ready/{r}" for r in range(world_size)], timeout)
 
 
+@contextlib.contextmanager
+def _tensorpipe_on_loopback():
+    """TensorPipe's TCP transport takes its address from ``TP_SOCKET_IFNAME`` (else the host
+    name's interface) when the agent starts; for that moment only, the C-level environment
+    names the loopback interface. ``os.environ`` is not written; a value already set is kept."""
+    if "TP_SOCKET_IFNAME" in os.environ:
+        yield
+        return
+    os.putenv("TP_SOCKET_IFNAME", "lo")
+    try:
+        yield
+    finally:
+        os.unsetenv("TP_SOCKET_IFNAME")
+
+
 def init_rpc_agent(store, name: str, rank: int, world_size: int, *, local: bool, timeout: float,
                    key: str, options: dict | None = None) -> None:
     """Start this process's RPC agent as ``name`` in a static world of ``world_size``.
 
-    ``local``: every rank is on this machine (shared-memory transport, no TCP listener);
-    otherwise TensorPipe's TCP transport on the interface its address guess picks
-    (``TP_SOCKET_IFNAME``). ``key`` names this collector's world in the store, so that the
+    ``local``: every rank is on this machine: TensorPipe's TCP transport listens on 127.0.0.1
+    (its shared-memory transport is not used: its threads poll without sleeping, a core's
+    worth of CPU per world even while idle); otherwise on the interface its address guess
+    picks (``TP_SOCKET_IFNAME``). ``key`` names this collector's world in the store, so that the
     agents of two collectors built one after the other never mix. torch's RPC registry is left
     as it is: a user's own ``rpc.init_rpc`` still works once the collector is shut down.
     """
     from torch.distributed import rpc
 
     options = dict(options or {})
-    options.setdefault("_transports", ["shm"] if local else ["uv"])
+    options.setdefault("_transports", ["uv"])
     options.setdefault("_channels", ["basic"])
     opts = rpc.TensorPipeRpcBackendOptions(rpc_timeout=timeout, init_method="env://", **options)
-    _start_agent(dist.PrefixStore(f"reap_rpc/{key}", store), name, rank, world_size, opts)
+    with _tensorpipe_on_loopback() if local else contextlib.nullcontext():
+        _start_agent(dist.PrefixStore(f"reap_rpc/{key}", store), name, rank, world_size, opts)
 
 
 def rpc_agent_running() -> bool:

@@ -1,8 +1,8 @@
 """``RPCCollector``: remote reap collectors driven through ``torch.distributed.rpc``.
 
 The driver (rank 0) calls each worker's collect function with ``rpc_async``; the batch comes
-back as the RPC's result (TensorPipe moves the tensors; on one machine through shared memory,
-with no TCP listener but the store's on 127.0.0.1). New weights ride with the worker's next
+back as the RPC's result (TensorPipe moves the tensors; on one machine over TCP on 127.0.0.1,
+where its shared-memory transport would poll a core away). New weights ride with the worker's next
 call. One RPC agent per process: a second ``RPCCollector`` may be built once the first is shut
 down, not while it runs.
 """
