@@ -3,12 +3,15 @@ rank within a bounded time; shutdown() leaves no process (the conftest checks ev
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
 from reap_mp.testing import ConstantPolicy, env_fn
 from reap_rpc import DistributedCollector, RemoteCollectorError, RPCCollector
+from reap_testing import group_pids
 
 pytestmark = pytest.mark.slow  # every test starts worker processes (torch imports): seconds each
 
@@ -70,3 +73,44 @@ def test_hung_worker_is_reported_after_worker_timeout():
         start = time.monotonic()
         collector.shutdown(timeout=1)  # the hung worker cannot leave on its own: terminated
         assert time.monotonic() - start < 15
+
+
+
+DRIVER = """
+import time
+from reap_mp.testing import ConstantPolicy, env_fn
+from reap_rpc import DistributedCollector, RPCCollector
+
+if __name__ == "__main__":
+    pids = []
+    for cls in (RPCCollector, DistributedCollector):
+        collector = cls([env_fn()] * 2, ConstantPolicy(1.0).as_module(), frames_per_batch=4, total_frames=-1)
+        next(iter(collector))
+        pids += collector.worker_pids
+    print("PIDS", *pids, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_workers_leave_on_their_own_when_the_driver_is_killed(tmp_path):
+    """The trainer dies without shutdown(): the workers of both kinds of collector (and the
+    forkserver) exit on their own within a bound: no orphan."""
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    driver = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        line = driver.stdout.readline()  # every worker delivered a batch: all are serving
+        assert line.startswith("PIDS"), line
+        workers = {int(p) for p in line.split()[1:]}
+        assert len(workers) == 4 and workers <= group_pids(driver.pid)
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(10)
+        deadline = time.monotonic() + 30
+        while group_pids(driver.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not group_pids(driver.pid)
+    finally:
+        if group_pids(driver.pid):
+            os.killpg(driver.pid, signal.SIGKILL)
+        driver.stdout.close()
