@@ -32,8 +32,9 @@ from reap_mp.testing import (
     env_fn,
     hold_lock_and_die,
     shm_segments,
+    start_forkserver,
 )
-from reap_testing.leaks import child_pids
+from reap_testing.leaks import descendant_pids
 
 FAST = "forkserver"
 TIMEOUT = 2.0  # worker_timeout of every case: a hang is found after it
@@ -46,30 +47,19 @@ MESSAGES = {  # what the error says, per fault
 }
 
 
-def descendants() -> set[int]:
-    """This process's live descendants (forkserver workers are the server's children)."""
-    out, todo = set(), [os.getpid()]
-    while todo:
-        for pid in child_pids(todo.pop()):
-            if pid not in out:
-                out.add(pid)
-                todo.append(pid)
-    return out
-
-
 @pytest.fixture
 def clean():
     """Fails the test if a process or /dev/shm segment it started is left behind."""
-    from multiprocessing import forkserver, resource_tracker
+    from multiprocessing import resource_tracker
 
-    forkserver.ensure_running()  # long-lived helpers, started on first use: not the test's
+    start_forkserver()  # long-lived helpers, started on first use: not the test's
     resource_tracker.ensure_running()
-    procs, shm = descendants(), shm_segments()
+    procs, shm = descendant_pids(), shm_segments()
     yield
     deadline = time.monotonic() + 5  # killed processes may need a moment to be reaped
-    while (descendants() - procs) and time.monotonic() < deadline:
+    while (descendant_pids() - procs) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not descendants() - procs
+    assert not descendant_pids() - procs
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("collector worker")]
     # /dev/shm is machine-wide: named semaphores (sem.mp-*) of other programs running meanwhile
     # come and go there, so they are checked by name in test_collector_semaphores_are_unlinked
@@ -90,7 +80,7 @@ def foreign_free(names: set[str]) -> set[str]:
     shared machine): what is left was made by this test and outlived it."""
     import glob
 
-    ours = descendants() | {os.getpid()}
+    ours = descendant_pids() | {os.getpid()}
     foreign = set()
     for maps in glob.glob("/proc/[0-9]*/maps"):
         pid = int(maps.split("/")[2])

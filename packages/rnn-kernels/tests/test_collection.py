@@ -81,21 +81,23 @@ def test_collector_stores_the_states_recurrent_mode_recomputes(backend):
 @pytest.mark.slow
 def test_multisync_collector_carries_states_in_workers():
     reap_mp = pytest.importorskip("reap_mp")
-    from multiprocessing import forkserver, resource_tracker
+    from multiprocessing import resource_tracker
 
-    from reap_testing.leaks import child_pids
+    from reap_mp.testing import start_forkserver
+    from reap_testing.leaks import descendant_pids
 
-    forkserver.ensure_running()  # long-lived helpers, started on first use: not the collector's
+    start_forkserver()  # long-lived helpers, started on first use: not the collector's
     resource_tracker.ensure_running()
-    children = child_pids()
+    before = descendant_pids()
     policy, lstm = make_policy()
+    # forkserver: the workers fork from a server that imported reap once (spawn imports it per worker)
     with reap_mp.MultiSyncCollector([make_env, make_env], policy, frames_per_batch=2 * NUM_ENVS * 40,
-                                    total_frames=2 * NUM_ENVS * 80) as collector:
+                                    total_frames=2 * NUM_ENVS * 80, mp_start_method="forkserver") as collector:
         batches = list(collector)
     deadline = time.monotonic() + 10
-    while not child_pids() <= children and time.monotonic() < deadline:
+    while not descendant_pids() <= before and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert child_pids() <= children, "a worker outlived shutdown()"
+    assert descendant_pids() <= before, "a worker outlived shutdown()"
     assert len(batches) == 2
     for batch in batches:
         assert batch.batch_size == torch.Size([2, NUM_ENVS, 40])

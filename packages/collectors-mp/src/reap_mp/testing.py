@@ -209,6 +209,18 @@ def constant_policy(weight: float = 0.0) -> TensorDictModule:
     return ConstantPolicy(weight).as_module()
 
 
+def start_forkserver() -> None:
+    """Start the forkserver that ``mp_start_method="forkserver"`` collectors use, with reap's
+    preload, so that a test can note its processes before it creates collectors (a forkserver
+    started by ``multiprocessing.forkserver.ensure_running()`` alone would preload nothing)."""
+    from multiprocessing import forkserver
+
+    from reap_mp._procs import get_context
+
+    get_context("forkserver", "start_forkserver")
+    forkserver.ensure_running()
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie."""
     try:

@@ -23,6 +23,18 @@ def child_pids(pid: int | None = None) -> set[int]:
     return {child for child, ppid, _ in _live_processes() if ppid == pid}
 
 
+def descendant_pids(pid: int | None = None) -> set[int]:
+    """Live descendants of ``pid`` (default: this process), children of children included: a
+    forkserver's workers are the server's children, not this process's."""
+    out, todo = set(), [os.getpid() if pid is None else pid]
+    while todo:
+        for child in child_pids(todo.pop()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
 def group_pids(pgid: int) -> set[int]:
     """Live processes in process group ``pgid``: for a command started with
     ``start_new_session=True``, it and whatever it started, even once orphaned."""
