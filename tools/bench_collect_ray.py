@@ -4,11 +4,13 @@ Every case runs 2 workers (Ray actors or processes) x 8 Pendulum-v1 envs with th
 ``nn.Linear`` policy and ``--fpb`` frames a batch (sync: the total of one batch; async: each
 worker's batch is ``--fpb / 2``). All collectors are started first; then the cases take turns
 for ``--rounds`` rounds, each measuring frames/s over whole batches after the previous turn,
-and the medians are shown (start-up excluded). Then one weight push of a ~1M-parameter MLP to
+and the medians are shown (start-up excluded). Between turns the machine is left idle for
+``--settle`` seconds: collectors that queue rollouts ahead (``MultiAsyncCollector``'s double
+buffers, ``RayCollector``'s async prefetch) finish them then, not during the next case's turn. Then one weight push of a ~1M-parameter MLP to
 2 actors: the median time of ``update_policy_weights_`` plus the next (one-step) sync batch,
 minus the median of that batch alone.
 
-    uv run --group bench python tools/bench_collect_ray.py [--fpb 4096] [--rounds 3] [--no-torchrl]
+    uv run --group bench python tools/bench_collect_ray.py [--fpb 4096] [--rounds 3] [--settle 0.5] [--no-torchrl]
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="turns per case; the median is shown")
     parser.add_argument("--repeats", type=int, default=15, help="weight pushes timed")
     parser.add_argument("--num-cpus", type=int, default=8, help="logical CPUs of the local Ray")
+    parser.add_argument("--settle", type=float, default=0.5, help="idle seconds between turns")
     parser.add_argument("--no-torchrl", action="store_true")
     add_json_option(parser)
     args = parser.parse_args()
@@ -131,6 +134,7 @@ def main() -> None:
         rates: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.rounds):
             for name, (_, it) in cases.items():
+                time.sleep(args.settle)  # the previous case's queued rollouts end first
                 rates[name].append(rate(it, frames))
         for collector, _ in cases.values():
             collector.shutdown()
