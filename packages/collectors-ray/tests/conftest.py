@@ -1,4 +1,5 @@
 import contextlib
+from pathlib import Path
 
 import pytest
 import ray
@@ -28,13 +29,26 @@ class _SharedRay:
             stack.close()
 
 
+_SHARED = _SharedRay()
+HERE = Path(__file__).resolve().parent
+
+
 @pytest.fixture(scope="session")
 def shared_ray():
-    shared = _SharedRay()
     try:
-        yield shared
+        yield _SHARED
     finally:
-        shared.stop()
+        _SHARED.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After this directory's last test, stop the shared Ray: the tests of other packages run
+    in the same process and must find no Ray (nor its sockets) there."""
+    result = yield
+    if nextitem is None or HERE not in Path(nextitem.path).resolve().parents:
+        _SHARED.stop()
+    return result
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,7 +11,7 @@ from reap import Collector, GymEnv
 from reap_mp.testing import ConstantPolicy, env_fn
 from reap_ray import RayCollector, RayCollectorError
 from reap_ray.collector import actor_seed
-from reap_ray.testing import ExitingEnv, reap_actors_alive
+from reap_ray.testing import ExitingEnv, kill_actor, reap_actors_alive
 
 VERSION = ("collector", "policy_version")
 pytestmark = pytest.mark.slow  # each test starts Ray actors (torch imports): seconds each
@@ -34,7 +34,7 @@ def test_killed_actor_restarts_with_latest_weights_and_redoes_its_share():
                     collector.update_policy_weights_(policy)
                 if i == 1:
                     old = collector.remote_collectors[0]
-                    ray.kill(old)
+                    kill_actor(old)  # dead before the next request goes out
         assert [b.batch_size for b in batches] == [torch.Size([2, 4])] * 3  # nothing lost or doubled
         assert [_weight(b) for b in batches] == [[1.0], [5.0], [5.0]]
         assert batches[2][VERSION].unique().tolist() == [1]  # the restarted actor got version 1
@@ -49,14 +49,14 @@ def test_restarted_actor_is_reseeded_with_a_seed_of_its_own():
             local.set_seed(seed)
             return next(iter(local))["observation"][0]
 
-    # sync: no request is in flight between batches, so the kill always lands before the next one
+    # sync: no request is in flight between batches, and kill_actor waits until the actor is dead
     with RayCollector(functools.partial(GymEnv, "Pendulum-v1"), None, num_collectors=1, frames_per_batch=2,
                       total_frames=-1, sync=True) as collector:
         collector.set_seed(7)
         batches = iter(collector)
         first = next(batches)["observation"].reshape(-1, 3)[0]
         assert torch.equal(first, first_observation(actor_seed(7, 0)))
-        ray.kill(collector.remote_collectors[0])
+        kill_actor(collector.remote_collectors[0])
         with pytest.warns(RuntimeWarning, match="collector actor 0 died"):
             redone = next(batches)["observation"].reshape(-1, 3)[0]  # the new actor's first batch, from its reset
         assert collector.worker_restarts == [1]

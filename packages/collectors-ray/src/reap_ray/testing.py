@@ -43,6 +43,25 @@ def wait_no_reap_actors(timeout: float = 10.0) -> set[str]:
     return alive
 
 
+def kill_actor(actor, timeout: float = 30.0) -> None:
+    """``ray.kill(actor)``, then wait until the actor answers calls as dead.
+
+    ``ray.kill`` only asks Ray to kill it: a call sent right after may still reach the actor
+    and complete, so a test that kills an actor between batches waits here first.
+    """
+    import ray
+
+    ray.kill(actor)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.__ray_ready__.remote(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"actor {actor} still answers {timeout} s after ray.kill")
+
+
 def descendant_pids(pid: int) -> set[int]:
     """Live descendants of ``pid`` (children, their children, ...)."""
     out, todo = set(), [pid]
