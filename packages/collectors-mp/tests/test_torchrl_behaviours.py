@@ -44,7 +44,9 @@ def test_user_held_vanilla_updater_reaches_the_workers(cls):
         with torch.no_grad():
             trainer.module.weight.fill_(2.0)
         updater.push_weights()  # no weights: the collector's policy, the trainer's module
-        for _ in range(4):  # async: a batch collected before the push may come first
+        # async: batches collected before the push may come first (each of the 2 workers keeps
+        # 2 rollouts queued, plus the one it is running)
+        for _ in range(8):
             batch = collector.next()
             if torch.equal(batch["action"], 2 * batch["observation"].sum(-1, keepdim=True)):
                 break
