@@ -43,7 +43,6 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 
-import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tensordict.nn import InteractionType
@@ -51,7 +50,7 @@ from tensordict.nn import InteractionType
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import WorkerWeights
 from reap.collectors.collector import Collector
-from reap.collectors.worker import TRAJ_ID_BLOCK, resolve_collector_class
+from reap.collectors.worker import TRAJ_ID_BLOCK, resolve_collector_class, worker_seed
 from reap.collectors.worker import per_collector as _listify
 from reap.envs.base import EnvBase
 from reap.plugins import hook
@@ -77,10 +76,8 @@ class RayCollectorError(RuntimeError):
         self.worker_idx = worker_idx
 
 
-def actor_seed(seed: int, idx: int, restarts: int = 0) -> int:
-    """Actor ``idx``'s seed for ``set_seed(seed)``: distinct per actor and restart, reproducible."""
-    state = np.random.SeedSequence([seed, idx, restarts]).generate_state(1, dtype=np.uint32)
-    return int(state[0] & 0x7FFFFFFF)
+#: Actor ``idx``'s seed for ``set_seed(seed)`` (after ``restarts`` restarts): reap-core's worker seed.
+actor_seed = worker_seed
 
 
 def _positive(value, name: str, owner: str, *, number: bool = False, allow_zero: bool = False) -> None:

@@ -21,7 +21,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from tensordict.nn import InteractionType
@@ -31,7 +30,7 @@ from reap.collectors.bookkeeping import WorkerDeadlines, WorkerWeights
 from reap.collectors.collector import Collector
 from reap.collectors.trajectories import split_trajectories
 from reap.collectors.worker import per_collector as _listify
-from reap.collectors.worker import resolve_collector_class
+from reap.collectors.worker import resolve_collector_class, worker_seed
 from reap.envs.base import EnvBase
 from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
@@ -57,11 +56,6 @@ class RemoteCollectorError(RuntimeError):
         self.rank = worker_idx + 1
         self.exitcode = exitcode
         self.remote_traceback = remote_traceback
-
-
-def worker_seed(seed: int, idx: int) -> int:
-    """Worker ``idx``'s seed for ``set_seed(seed)``: distinct per worker, reproducible."""
-    return int(np.random.SeedSequence([seed, idx]).generate_state(1, dtype=np.uint32)[0] & 0x7FFFFFFF)
 
 
 def _seconds(value, name: str, owner: str) -> float:
