@@ -47,7 +47,7 @@ def test_sync_layout_weights_worker_ids_seeds_and_loopback(cls, layout):
         collector.update_policy_weights_({"module.weight": torch.tensor([5.0])}, worker_ids=[1])
         batch = next(iter(collector)).reshape(2, -1)
         assert _weight(batch[0]) == [12.0] and _weight(batch[1]) == [5.0]
-        with pytest.raises(ValueError, match=r"worker_ids must be 0-based worker indices in \[0, 2\)"):
+        with pytest.raises(ValueError, match=r"worker_ids must be worker indices in \[0, 2\)"):
             collector.update_policy_weights_(policy, worker_ids=[2])
         with pytest.raises(ValueError, match=r"'module.weight' has shape \(2,\) but the policy's has shape \(1,\)"):
             collector.update_policy_weights_({"module.weight": torch.ones(2)})
@@ -88,7 +88,7 @@ def test_async_update_after_each_batch_then_max_weight_update_interval(cls):
                 assert longest <= k + 1, runs  # never more than k batches on the same weights
                 assert [w for _, w in got] == sorted(w for _, w in got)
             collector.update_after_each_batch = False
-            collector._weights.max_interval = 2
+            collector.max_weight_update_interval = 2
             collector.total_frames += 3 * 16
 
 

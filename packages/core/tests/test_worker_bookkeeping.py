@@ -196,3 +196,84 @@ def test_traj_id_offset_gives_each_worker_its_own_ids():
     plain, shifted = ids(0), ids(3 * TRAJ_ID_BLOCK)
     assert plain.flatten().tolist() == [0, 0, 2, 2, 1, 1, 3, 3]  # env 0's then env 1's steps
     assert torch.equal(shifted, plain + 3 * TRAJ_ID_BLOCK)
+
+
+# ---- serve_collect: one request of a remote driver, with prefetching -----------------------------
+def test_serve_collect_prefetch_returns_the_rollout_started_ahead_and_delays_weights(worker):
+    first = worker.serve_collect(None, 0, prefetch=True)
+    # the second request's weights arrive while the rollout started ahead runs: that rollout's
+    # batch keeps the old weights and version, the one after it runs the new ones
+    second = worker.serve_collect(weights_for(-1.0), 4, prefetch=True)
+    third = worker.serve_collect(None, 4)
+    fourth = worker.serve_collect(weights_for(1.5), 5)  # nothing ahead: loaded before this rollout
+    assert [actions(b) for b in (first, second, third, fourth)] == [[0.5], [0.5], [-1.0], [1.5]]
+    assert [b[VERSION_KEY].unique().tolist() for b in (first, second, third, fourth)] == [[0], [0], [4], [5]]
+    # four consecutive rollouts of the same envs: each batch starts where the previous ended
+    for a, b in zip((first, second, third), (second, third, fourth)):
+        assert torch.equal(a["next", "observation"][:, -1], b["observation"][:, 0])
+    assert worker._ahead is None
+
+
+def test_serve_collect_set_seed_and_load_state_drop_the_rollout_ahead():
+    def make():
+        return CollectorWorker(0, Collector(GymEnv("Pendulum-v1"), constant_policy(0.0), frames_per_batch=4))
+
+    reference, worker = make(), make()
+    try:
+        reference.set_seed(11)
+        expected = reference.serve_collect()["observation"]
+        worker.serve_collect(prefetch=True)
+        worker.set_seed(11)  # the rollout ahead predates the seed: it is dropped
+        assert torch.equal(worker.serve_collect()["observation"], expected)
+        worker.serve_collect(prefetch=True)
+        state = reference.state_dict()  # waits for nothing: no rollout ahead there
+        worker.settle()  # waits, keeps the batch
+        assert worker._ahead is not None and worker._ahead.done()
+        worker.load_state_dict(state)
+        assert worker._ahead is None
+    finally:
+        reference.close()
+        worker.close()
+
+
+class FailingOnThirdBatch(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 1)
+        self.calls = 0
+        self.limit = None
+
+    def forward(self, observation):
+        self.calls += 1
+        if self.limit is not None and self.calls > self.limit:
+            raise RuntimeError("policy broke")
+        return self.linear(observation)
+
+
+def test_serve_collect_error_in_the_rollout_ahead_reaches_the_next_request():
+    policy = TensorDictModule(FailingOnThirdBatch(), in_keys=["observation"], out_keys=["action"])
+    worker = CollectorWorker(2, Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4))
+    policy.module.limit = policy.module.calls + 8  # 4 steps a batch: the third batch fails
+    try:
+        worker.serve_collect(prefetch=True)
+        worker.serve_collect(prefetch=True)  # the second batch; the third fails ahead
+        worker.settle()  # the error stays in the rollout for the next request
+        with pytest.raises(RuntimeError, match="policy broke"):
+            worker.serve_collect()
+    finally:
+        worker.close()
+
+
+def test_close_waits_for_the_rollout_ahead_and_stops_its_thread():
+    import threading
+
+    worker = CollectorWorker(0, Collector(GymEnv("Pendulum-v1"), constant_policy(0.0), frames_per_batch=64))
+    worker.serve_collect(prefetch=True)
+    assert any(t.name.startswith("reap-prefetch-0") for t in threading.enumerate())
+    worker.close()
+    worker.close()  # once
+    assert worker.collector is None and worker._ahead is None
+    for t in threading.enumerate():
+        if t.name.startswith("reap-prefetch-0"):
+            t.join(5.0)
+            assert not t.is_alive()

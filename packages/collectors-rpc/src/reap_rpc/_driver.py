@@ -18,22 +18,21 @@ import queue
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 
-import torch
 import torch.distributed as dist
 from tensordict.nn import InteractionType
 
-from reap.collectors.base import BaseCollector, check_frames, options_for_worker
-from reap.collectors.bookkeeping import WorkerDeadlines, WorkerWeights
+from reap.collectors.base import check_frames, options_for_worker
+from reap.collectors.bookkeeping import WorkerDeadlines
 from reap.collectors.collector import Collector
+from reap.collectors.remote import RemoteCollectorBase
 from reap.collectors.trajectories import split_trajectories
 from reap.collectors.worker import per_collector as _listify
 from reap.collectors.worker import resolve_collector_class, worker_seed
 from reap.envs.base import EnvBase
 from reap.plugins import hook
-from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
+from reap.weight_update import WeightUpdaterBase
 from reap_rpc._launch import ProcessLauncher, describe_exit
 from reap_rpc._rendezvous import LOOPBACK, connect_store, open_store
 
@@ -64,12 +63,13 @@ def _seconds(value, name: str, owner: str) -> float:
     return float(value)
 
 
-class RemoteCollector(BaseCollector):
-    """Base of :class:`~reap_rpc.RPCCollector` and :class:`~reap_rpc.DistributedCollector`."""
+class RemoteCollector(RemoteCollectorBase):
+    """Base of :class:`~reap_rpc.RPCCollector` and :class:`~reap_rpc.DistributedCollector`:
+    arguments, worker processes, deadlines and faults (requests, weights and iteration are
+    :class:`~reap.collectors.remote.RemoteCollectorBase`'s)."""
 
     _closed = True  # until the workers are up
     _transport = ""  # "rpc" or "gloo"
-    _combine = "stack"  # sync batches: torch.stack (a leading worker dim) or torch.cat (dim 0)
 
     def __init__(
         self,
@@ -179,13 +179,12 @@ class RemoteCollector(BaseCollector):
             raise ValueError(f"{owner}: sync=True splits frames_per_batch={frames_per_batch} evenly across {n} "
                              f"collectors; pass a multiple of {n}")
         self.frames_per_batch = frames_per_batch
-        self._frames_per_worker = frames_per_batch // n if sync else frames_per_batch
-        self.total_frames = total_frames
-        self._sync = sync
+        self._init_requests(n, frames_per_batch // n if sync else frames_per_batch, sync=sync,
+                            total_frames=total_frames, update_after_each_batch=update_after_each_batch,
+                            max_weight_update_interval=max_weight_update_interval)
         self.policy = policy
         self.postproc = postproc
         self.split_trajs = bool(split_trajs)
-        self.update_after_each_batch = bool(update_after_each_batch)
         self.launcher = launcher
         self.slurm_kwargs = slurm_kwargs
         self.visible_devices = visible_devices
@@ -194,17 +193,10 @@ class RemoteCollector(BaseCollector):
         self._local = launcher == "mp" and master_addr is None
         self._host = master_addr or LOOPBACK
         self.num_workers_per_collector = num_workers_per_collector
-        self._weights = WorkerWeights(n, max_interval=0 if update_after_each_batch else max_weight_update_interval)
         self._deadlines = WorkerDeadlines(n, timeout=self.worker_timeout)
         self._events: queue.Queue = queue.Queue()
-        self._ready: deque = deque()
         self._busy: set[int] = set()
         self._failure: RemoteCollectorError | None = None
-        self._frames = 0
-        self._iter = 0
-        self._seed: tuple[int, bool] | None = None
-        self._w_layout = None
-        self._hook_started = False
         self._key = uuid.uuid4().hex[:12]
         self._launcher = None
         self._store = None
@@ -288,7 +280,7 @@ class RemoteCollector(BaseCollector):
         env = {"TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"} if self._local else {}
         return {**self._specs[i], "key": self._key, "host": self._host, "port": self.tcp_port,
                 "world_size": self.num_collectors + 1, "transport": self._transport, "env": env,
-                "timeout": self.start_timeout, "local": self._local,
+                "timeout": self.start_timeout, "worker_timeout": self.worker_timeout, "local": self._local,
                 "bind_host": LOOPBACK if self._local else None, "tensorpipe_options": self.tensorpipe_options}
 
     def _connect(self) -> None:
@@ -301,7 +293,7 @@ class RemoteCollector(BaseCollector):
                 raise self._error(i, "failed to start")
             infos.append(pickle.loads(value))
         self._infos = infos
-        self._w_layout = infos[0]["weights_layout"]
+        self._weights_layout = infos[0]["weights_layout"]
         self._start_transport()
 
     def _await(self, idx: int, key: str, timeout: float, what: str):
@@ -348,10 +340,6 @@ class RemoteCollector(BaseCollector):
         return len(self._specs)
 
     num_workers = num_collectors
-
-    @property
-    def frames(self) -> int:
-        return self._frames
 
     @property
     def worker_pids(self) -> list[int]:
@@ -405,64 +393,27 @@ class RemoteCollector(BaseCollector):
         return err
 
     # ---- weights ------------------------------------------------------------------------------------
-    def update_policy_weights_(self, policy_or_weights=None, *, worker_ids=None, model_id=None,
-                               weights_dict=None, **kwargs) -> None:
-        """Send new weights to every worker (or to ``worker_ids``, 0-based) with its next request.
-
-        Accepts a module, a TensorDict, a state dict, ``weights_dict={"policy": ...}`` or the
-        keywords ``policy=``/``weights=``; with none, the central ``policy`` is the source. A
-        worker loads them before its next rollout, never during one.
-        """
-        weights = weights_from_update_args(policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs)
-        self.weight_updater.push_weights(weights, worker_ids=worker_ids)
-
-    def _push_weights(self, weights, worker_ids) -> None:
-        self._check_open()
-        ids = self._worker_ids(worker_ids)
-        if weights is None:
-            weights = self.policy
-        if weights is None:  # policy_factory and no central policy: nothing to send yet
-            return
-        if self._w_layout is not None:
-            try:
-                weights = match_weights(self._w_layout, weights)
-            except ValueError as exc:
-                raise ValueError(f"update_policy_weights_: {exc}") from None
-        self._weights.push(self._pack_weights(weights), ids)
-
     def _pack_weights(self, weights):
         raise NotImplementedError
 
-    def _worker_ids(self, worker_ids) -> list[int]:
-        n = self.num_collectors
-        if worker_ids is None:
-            return list(range(n))
-        ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
-                raise ValueError(f"update_policy_weights_: worker_ids must be 0-based worker indices in [0, {n}), "
-                                 f"got {worker_ids!r}")
-        return ids
-
     # ---- requests -----------------------------------------------------------------------------------
-    def _submit(self, idx: int) -> None:
-        if self.policy is not None and self._weights.due([idx]):
-            self._push_weights(self.policy, [idx])
-        payload, version = self._weights.next_request(idx)
+    def _send_collect(self, idx: int, weights, version: int, prefetch: bool) -> None:
         self._deadlines.asked(idx)
         self._busy.add(idx)
-        self._send_collect(idx, payload, version)
+        self._send_request(idx, weights, version, prefetch)
 
-    def _send_collect(self, idx: int, payload, version: int) -> None:
+    def _busy_workers(self) -> set[int]:
+        return self._busy
+
+    def _send_request(self, idx: int, payload, version: int, prefetch: bool) -> None:
+        """Send worker ``idx`` its collect request (the transport's part)."""
         raise NotImplementedError
 
     def _receive(self, idx: int, kind: str, payload):
         """A transport event -> the batch, or raise the worker's error."""
         raise NotImplementedError
 
-    def _next_result(self):
-        if self._ready:
-            return self._ready.popleft()
+    def _first_finished(self):
         while True:
             deadline = self._deadlines.next_deadline()
             if deadline is None:
@@ -485,17 +436,10 @@ class RemoteCollector(BaseCollector):
             except RemoteCollectorError as err:
                 raise self._fail(err) from None
             self._deadlines.delivered(idx)
-            self._weights.delivered(idx)
             self._busy.discard(idx)
             return idx, batch
 
     # ---- iteration ----------------------------------------------------------------------------------
-    def _more(self, extra: int = 0) -> bool:
-        return self.total_frames == -1 or self._frames + extra < self.total_frames
-
-    def _in_flight_frames(self) -> int:
-        return (len(self._busy) + len(self._ready)) * self._frames_per_worker
-
     def _finish(self, batch):
         if self.split_trajs:
             batch = split_trajectories(batch)
@@ -503,89 +447,16 @@ class RemoteCollector(BaseCollector):
             batch = self.postproc(batch)
         return batch
 
-    def iterator(self):
-        self._check_open()
-        if not self._hook_started:
-            self._hook_started = True
-            hook().reap_collector_start(collector=self, worker_idx=-1)
-        yield from (self._sync_iterator() if self._sync else self._async_iterator())
+    def _output(self, answer):
+        return answer.numel(), self._finish(answer)
 
-    def _sync_iterator(self):
-        n = self.num_collectors
-        while self._more():
-            self._check_open()
-            pending = {i for i, _ in self._ready} | self._busy
-            for i in range(n):
-                if i not in pending:
-                    self._submit(i)
-            results = {}
-            while len(results) < n:
-                idx, batch = self._next_result()
-                results[idx] = batch
-            parts = [results[i] for i in range(n)]
-            batch = torch.stack(parts, 0) if self._combine == "stack" else torch.cat(parts, 0)
-            self._frames += batch.numel()
-            self._iter += 1
-            yield self._finish(batch)
-
-    def _async_iterator(self):
-        pending = {i for i, _ in self._ready} | self._busy
-        for i in range(self.num_collectors):
-            if i not in pending and self._more(self._in_flight_frames()):
-                self._submit(i)
-        while self._more():
-            self._check_open()
-            idx, batch = self._next_result()
-            self._frames += batch.numel()
-            self._iter += 1
-            if self.update_after_each_batch:  # the trainer's step first, then the new weights go
-                yield self._finish(batch)
-                if not self._closed and self._more(self._in_flight_frames()):
-                    self._submit(idx)
-                continue
-            if self._more(self._in_flight_frames()):
-                self._submit(idx)
-            yield self._finish(batch)
-
-    @contextlib.contextmanager
-    def pause(self):
-        """Drain the requests in flight (their batches are kept for the next iteration): inside
-        the block no worker collects."""
-        self._check_open()
-        self._drain()
-        yield None
-
-    def _drain(self) -> None:
-        while self._busy:
-            self._ready.append(self._next_result())
+    def _combine(self, answers):
+        frames, batch = super()._combine(answers)
+        return frames, self._finish(batch)
 
     # ---- control ------------------------------------------------------------------------------------
-    def _call_all(self, method: str, args_for) -> list:
-        self._check_open()
-        self._drain()
-        return [self._call(i, method, args_for(i)) for i in range(self.num_collectors)]
-
     def _call(self, idx: int, method: str, args: tuple):
         raise NotImplementedError
-
-    def set_seed(self, seed: int, static_seed: bool = False) -> list:
-        """Seed every worker (worker ``i`` gets :func:`worker_seed` ``(seed, i)`` unless
-        ``static_seed``); returns their answers."""
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
-        self._seed = (seed, static_seed)
-        return self._call_all("set_seed", lambda i: (seed if static_seed else worker_seed(seed, i), static_seed))
-
-    def state_dict(self) -> list[dict]:
-        """One state dict per worker (TorchRL's layout)."""
-        return self._call_all("state_dict", lambda i: ())
-
-    def load_state_dict(self, state_dict) -> None:
-        """Load a list with one state per worker (or one state for all)."""
-        states = state_dict if isinstance(state_dict, list) else [state_dict] * self.num_collectors
-        if len(states) != self.num_collectors:
-            raise ValueError(f"load_state_dict: got {len(states)} states for {self.num_collectors} collectors")
-        self._call_all("load_state_dict", lambda i: (states[i],))
 
     def _forward_plugin_options(self, name: str, options) -> None:
         if not self._closed:

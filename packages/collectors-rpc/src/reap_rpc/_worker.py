@@ -33,6 +33,7 @@ from reap_rpc._rendezvous import connect_store, gloo_group, init_rpc_agent
 
 TAG_DATA, TAG_WEIGHTS = 1, 2
 _WORKER = None  # the CollectorWorker of this process (RPC calls reach it here)
+_TIMEOUT: float | None = None  # seconds a request waits for a rollout started ahead (worker_timeout)
 
 
 def worker_name(idx: int) -> str:
@@ -100,8 +101,9 @@ def worker_main(spec: dict) -> None:
 
 
 def _serve(spec: dict, store) -> int:
-    global _WORKER
+    global _WORKER, _TIMEOUT
     idx = spec["idx"]
+    _TIMEOUT = spec.get("worker_timeout")
     try:
         worker = _build(spec)
     except BaseException as exc:
@@ -124,13 +126,12 @@ def _serve(spec: dict, store) -> int:
 
 
 # ---- RPC --------------------------------------------------------------------------------------------
-def _rpc_collect(weights, version: int):
-    """Called by the driver through RPC: load ``weights`` (if any) between rollouts, collect one batch."""
+def _rpc_collect(weights, version: int, prefetch: bool = False):
+    """Called by the driver through RPC: one collect request (``CollectorWorker.serve_collect``:
+    ``weights`` loaded between rollouts; with ``prefetch`` the next rollout starts at once)."""
     worker = _WORKER
     try:
-        if weights is not None:
-            worker.receive_weights(weights, version)
-        return worker.collect()
+        return worker.serve_collect(weights, version, prefetch=prefetch, timeout=_TIMEOUT)
     except BaseException as exc:
         text, tb = worker.format_error(exc)
         raise RuntimeError(f"{text}\n{tb}") from None
@@ -146,14 +147,14 @@ def _rpc_call(method: str, args: tuple):
 
 
 def _serve_rpc(spec, store, worker) -> int:
-    from torch.distributed import rpc
-
+    """Serve RPC calls until the driver sets ``stop`` (or is gone). The agent is left running:
+    the process ends (``os._exit``) right after, and that ends it. Closing it here would make
+    its TensorPipe log a broken pipe for the driver's connection: it stays quiet only when a
+    collective ``join`` came first, and that join's store barrier numbers its keys per process
+    (a driver that built a collector before never meets fresh workers on the same key)."""
     init_rpc_agent(store, worker_name(spec["idx"]), spec["idx"] + 1, spec["world_size"], local=spec["local"],
                    timeout=spec["timeout"], key=spec["key"], options=spec.get("tensorpipe_options"))
-    try:
-        _wait_key(store, "stop")
-    finally:
-        rpc.shutdown(graceful=False)
+    _wait_key(store, "stop")
     return 0
 
 
@@ -177,12 +178,13 @@ def _serve_gloo(spec, store, worker) -> int:
         if op == "stop":
             return 0
         if op == "collect":
-            _, version, has_weights = cmd
+            _, version, has_weights, prefetch = cmd
             try:
-                if has_weights:
+                weights = None
+                if has_weights:  # a fresh copy: a rollout running ahead loads it later
                     pg.recv([w_buf], 0, TAG_WEIGHTS).wait()
-                    worker.receive_weights(w_layout.unpack(w_buf), version)
-                batch = worker.collect()
+                    weights = w_layout.unpack(w_buf).clone()
+                batch = worker.serve_collect(weights, version, prefetch=prefetch, timeout=_TIMEOUT)
             except BaseException as exc:
                 _report(store, idx, exc, worker)
                 if out_buf is None:

@@ -101,7 +101,6 @@ class DistributedCollector(RemoteCollector):
     """
 
     _transport = "gloo"
-    _combine = "stack"
 
     def __init__(self, create_env_fn, policy=None, *, update_interval: int | None = None, **kwargs):
         if update_interval is not None and (isinstance(update_interval, bool) or not isinstance(update_interval, int)
@@ -127,7 +126,7 @@ class DistributedCollector(RemoteCollector):
         self._pg = gloo_group(self._store, 0, n + 1, host="127.0.0.1" if self._local else None,
                               timeout=max(self.worker_timeout, self.start_timeout))
         self._seq = [0] * n
-        self._wlayout_flat = FlatLayout.of(self._w_layout) if self._w_layout is not None else None
+        self._wlayout_flat = FlatLayout.of(self._weights_layout) if self._weights_layout is not None else None
         self._receivers = [_Receiver(self, i) for i in range(n)]
         for r in self._receivers:
             r.start()
@@ -143,8 +142,8 @@ class DistributedCollector(RemoteCollector):
             raise ValueError("update_policy_weights_: the workers' policy has no weights to update")
         return self._scheme.pack(weights, self._wlayout_flat)
 
-    def _send_collect(self, idx: int, payload, version: int) -> None:
-        self._command(idx, ("collect", version, payload is not None))
+    def _send_request(self, idx: int, payload, version: int, prefetch: bool) -> None:
+        self._command(idx, ("collect", version, payload is not None, prefetch))
         work = self._pg.send([payload], idx + 1, TAG_WEIGHTS) if payload is not None else None
         self._receivers[idx].tasks.put((work,))
 

@@ -10,7 +10,7 @@ down, not while it runs.
 from __future__ import annotations
 
 from reap_rpc._driver import RemoteCollector, RemoteCollectorError
-from reap_rpc._rendezvous import DRIVER_NAME, init_rpc_agent, rpc_agent_running
+from reap_rpc._rendezvous import DRIVER_NAME, init_rpc_agent, rpc_agent_running, wait_rpc_calls
 from reap_rpc._worker import _rpc_call, _rpc_collect, worker_name
 from reap_rpc.weight_sync import RPCWeightSyncScheme
 
@@ -54,7 +54,7 @@ class RPCCollector(RemoteCollector):
     """
 
     _transport = "rpc"
-    _combine = "cat"
+    _combine_dim = 0  # sync: the workers' batches concatenated (TorchRL's RPCCollector layout)
 
     def _check_schemes(self, schemes, owner) -> None:
         scheme = schemes.get("policy") if isinstance(schemes, dict) else None
@@ -80,10 +80,10 @@ class RPCCollector(RemoteCollector):
     def _pack_weights(self, weights):
         return RPCWeightSyncScheme.pack(weights)
 
-    def _send_collect(self, idx: int, payload, version: int) -> None:
+    def _send_request(self, idx: int, payload, version: int, prefetch: bool) -> None:
         from torch.distributed import rpc
 
-        fut = rpc.rpc_async(worker_name(idx), _rpc_collect, args=(payload, version),
+        fut = rpc.rpc_async(worker_name(idx), _rpc_collect, args=(payload, version, prefetch),
                             timeout=self.worker_timeout + 10.0)
         fut.add_done_callback(lambda f, i=idx: self._events.put((i, "rpc", f)))
 
@@ -111,6 +111,12 @@ class RPCCollector(RemoteCollector):
             raise self._fail(self._rpc_error(idx, exc)) from None
 
     def _stop_transport(self, grace: float) -> None:
+        # The calls in flight get their answers first (at most ``grace`` s; a failed collector
+        # does not wait): a worker then leaves with nothing pending between the two agents, and
+        # neither side's TensorPipe logs a broken pipe. The workers never close their agent (see
+        # _worker._serve_rpc); ours closes once they are gone (_close_transport).
+        if self.__dict__.get("_agent") and self.__dict__.get("_failure") is None:
+            wait_rpc_calls(grace)
         if self._store is not None:
             try:
                 self._store.set("stop", b"1")

@@ -25,8 +25,10 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import traceback as _traceback
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -108,6 +110,8 @@ class CollectorWorker:
         self.batches_since_update = 0
         self._pending: tuple | None = None  # (weights, version) received, not yet loaded
         self._iterator = None
+        self._ahead: Future | None = None  # the rollout serve_collect started ahead
+        self._thread: ThreadPoolExecutor | None = None
 
     # ---- weights -------------------------------------------------------------------------------
     def receive_weights(self, weights, version: int) -> None:
@@ -175,30 +179,86 @@ class CollectorWorker:
         """Tell plugins (profiling) the worker now waits for the driver, until its next call."""
         hook().reap_worker_phase(collector=self.collector, worker_idx=self.worker_idx, phase="wait")
 
+    # ---- one request of a remote driver (reap.collectors.remote) -------------------------------
+    def serve_collect(self, weights=None, version: int = 0, *, prefetch: bool = False,
+                      timeout: float | None = None) -> TensorDictBase | None:
+        """Answer a collect request: ``weights`` (None: none new) run as ``version``.
+
+        Without a rollout started ahead, ``weights`` are loaded and one batch is collected (as
+        :meth:`collect`). With one (the previous request's ``prefetch``), its batch is the answer
+        (waiting at most ``timeout`` s for it) and ``weights`` go to the rollout after it. With
+        ``prefetch``, the next rollout starts in a background thread before this returns; any
+        error in it is raised by the next request. Batches are fresh: the rollout running ahead
+        never writes into one already returned.
+        """
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            if weights is not None:
+                self.receive_weights(weights, version)
+            batch = self.collect()
+        else:
+            batch = ahead.result(timeout=timeout)
+            if weights is not None:
+                self.receive_weights(weights, version)
+        if prefetch:
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"reap-prefetch-{self.worker_idx}")
+            self._ahead = self._thread.submit(self.collect)
+        else:
+            self.waiting()
+        return batch
+
+    def settle(self, drop: bool = False, timeout: float | None = None) -> None:
+        """Wait (at most ``timeout`` s) for a rollout started ahead to end; keep its batch (or
+        its error) for the next request unless ``drop``."""
+        ahead = self._ahead
+        if ahead is None:
+            return
+        if not ahead.cancelled():
+            ahead.exception(timeout=timeout)  # its error stays in it, for the next request
+        if drop:
+            self._ahead = None
+
     # ---- control -------------------------------------------------------------------------------
     def set_seed(self, seed: int, static_seed: bool = False):
-        """``torch.manual_seed(seed)`` (the policy's sampling), then the collector's ``set_seed``."""
+        """``torch.manual_seed(seed)`` (the policy's sampling), then the collector's ``set_seed``;
+        a rollout started ahead is dropped (it predates the seed)."""
+        self.settle(drop=True)
         torch.manual_seed(seed)
         return self.collector.set_seed(seed, static_seed=static_seed)
 
     def state_dict(self):
+        self.settle()
         return self.collector.state_dict()
 
     def load_state_dict(self, state) -> None:
+        """Load the collector's state; a rollout started ahead is dropped (it predates the state)."""
+        self.settle(drop=True)
         self.collector.load_state_dict(state)
 
     def set_plugin_options(self, name: str, options) -> None:
+        self.settle()
         self.collector.set_plugin_options(name, options)
 
     def plugin_report(self, name: str):
+        self.settle()
         return self.collector.plugin_report(name)
 
     def format_error(self, exc: BaseException, label: str = "collector worker") -> tuple[str, str]:
         """:func:`format_worker_error` for this worker."""
         return format_worker_error(exc, self.worker_idx, label)
 
-    def close(self) -> None:
-        """Shut the collector down (once; later calls do nothing)."""
+    def close(self, timeout: float | None = 60.0) -> None:
+        """Wait (at most ``timeout`` s) for a rollout started ahead, then shut the collector down
+        (once; later calls do nothing)."""
+        if self._ahead is not None:
+            self._ahead.cancel()
+            with contextlib.suppress(TimeoutError):
+                self.settle(drop=True, timeout=timeout)
+            self._ahead = None
+        if self._thread is not None:
+            self._thread.shutdown(wait=False)
+            self._thread = None
         collector, self.collector = self.collector, None
         self._iterator = None
         if collector is not None:

@@ -1,0 +1,160 @@
+"""RemoteCollectorBase, the driver that RayCollector, RPCCollector and DistributedCollector share,
+on workers in this process: each request runs CollectorWorker.serve_collect at once (real
+collectors on real gymnasium envs; only the transport is a direct call), so the requests the
+driver makes can be checked one by one. The backends' own tests drive it across processes."""
+
+import pytest
+import torch
+from tensordict.nn import TensorDictModule
+
+from reap import Collector, GymEnv
+from reap.collectors.remote import RemoteCollectorBase
+from reap.collectors.worker import VERSION_KEY, WORKER_KEY, CollectorWorker, worker_seed
+from reap.weight_update import as_weights
+
+
+def constant_policy(value: float) -> TensorDictModule:
+    net = torch.nn.Linear(3, 1)
+    with torch.no_grad():
+        net.weight.zero_()
+        net.bias.fill_(value)
+    return TensorDictModule(net, in_keys=["observation"], out_keys=["action"])
+
+
+class InProcessCollector(RemoteCollectorBase):
+    """Workers in this process; ``requests`` records (worker, version sent, weights sent, prefetch)."""
+
+    def __init__(self, num_workers, policy, *, frames_per_batch, total_frames, sync=False, **kwargs):
+        self.policy = policy
+        self.frames_per_batch = frames_per_batch
+        per_worker = frames_per_batch // num_workers if sync else frames_per_batch
+        self.workers = [CollectorWorker(i, Collector(GymEnv("Pendulum-v1"), constant_policy(0.0),
+                                                     frames_per_batch=per_worker)) for i in range(num_workers)]
+        self.requests, self.answers = [], []
+        self._init_requests(num_workers, per_worker, sync=sync, total_frames=total_frames, **kwargs)
+        self._weights_layout = as_weights(policy).to("meta")  # what the workers report in a backend
+        self._closed = False
+
+    num_collectors = property(lambda self: len(self.workers))
+
+    def _send_collect(self, idx, weights, version, prefetch):
+        self.requests.append((idx, version, weights is not None, prefetch))
+        self.answers.append((idx, self.workers[idx].serve_collect(weights, version, prefetch=prefetch)))
+
+    def _first_finished(self):
+        return self.answers.pop(0)
+
+    def _busy_workers(self):
+        return {idx for idx, _ in self.answers}
+
+    def _call(self, idx, method, args):
+        return getattr(self.workers[idx], method)(*args)
+
+    def _pack_weights(self, weights):
+        return weights.clone()
+
+    def shutdown(self):
+        self._closed = True
+        for worker in self.workers:
+            worker.close()
+
+
+def bias(value: float) -> dict:
+    return {"module.weight": torch.zeros(1, 3), "module.bias": torch.tensor([value])}
+
+
+def test_async_prefetches_but_starts_no_rollout_nobody_fetches():
+    with InProcessCollector(2, constant_policy(0.0), frames_per_batch=4, total_frames=24) as collector:
+        batches = list(collector)
+        assert [b.numel() for b in batches] == [4] * 6
+        assert [b[WORKER_KEY][0].item() for b in batches] == [0, 1, 0, 1, 0, 1]
+        assert [r[3] for r in collector.requests] == [True, True, True, True, False, False]
+        assert all(w._ahead is None for w in collector.workers)
+
+
+def test_weights_pushed_during_a_prefetched_rollout_reach_the_rollout_after_it():
+    with InProcessCollector(1, constant_policy(0.0), frames_per_batch=4, total_frames=20) as collector:
+        got = []
+        for batch in collector:
+            got.append((batch[VERSION_KEY].unique().item(), batch["action"].unique().item()))
+            if len(got) == 1:
+                collector.update_policy_weights_(bias(1.0))
+        # the request for batch 2 left before the push (asked before batch 1 is yielded) and
+        # started batch 3; version 1 goes with the request for batch 3 and runs from batch 4
+        assert got == [(0, 0.0), (0, 0.0), (0, 0.0), (1, 1.0), (1, 1.0)]
+        assert collector.policy_version == 1
+
+
+def test_max_weight_update_interval_counts_the_prefetched_rollout():
+    policy = constant_policy(0.0)
+    with InProcessCollector(1, policy, frames_per_batch=4, total_frames=4 * 9,
+                            max_weight_update_interval=2) as collector:
+        versions = []
+        for batch in collector:
+            versions.append(batch[VERSION_KEY].unique().item())
+            with torch.no_grad():
+                policy.module.bias += 1.0  # the trainer moves on; no explicit update
+        # as TorchRL's: fresh weights once a worker delivered more than 2 batches on its own, so
+        # at most 3 batches on the same weights, though each rollout starts one request early
+        assert versions == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+        assert [r[2] for r in collector.requests] == [False, False, True, False, False, True, False, False, False]
+
+
+def test_update_after_each_batch_and_zero_interval_never_prefetch():
+    for kwargs in ({"update_after_each_batch": True}, {"max_weight_update_interval": 0}):
+        policy = constant_policy(0.0)
+        with InProcessCollector(2, policy, frames_per_batch=4, total_frames=16, **kwargs) as collector:
+            got = []
+            for batch in collector:
+                got.append(batch["action"].unique().item())
+                with torch.no_grad():
+                    policy.module.bias += 1.0
+            assert not any(r[3] for r in collector.requests), kwargs
+            # each request carries the central policy as it is when the request is sent: after the
+            # trainer's step with update_after_each_batch, before it with max_weight_update_interval=0
+            assert got == ([0.0, 0.0, 1.0, 2.0] if "update_after_each_batch" in kwargs else [0.0, 0.0, 0.0, 1.0])
+
+
+def test_pause_twice_with_a_batch_between_keeps_every_batch():
+    with InProcessCollector(2, constant_policy(0.0), frames_per_batch=4, total_frames=-1) as collector:
+        it = iter(collector)
+        next(it)
+        with collector.pause():
+            assert all(w._ahead is None or w._ahead.done() for w in collector.workers)
+        next(it)  # one drained batch used, one request sent again
+        with collector.pause():  # drains what is in flight, keeps the drained one
+            assert len(collector._ready) == 2
+        assert [next(it)[WORKER_KEY][0].item() for _ in range(2)] == [0, 1]
+
+
+def test_set_seed_drops_rollouts_started_ahead():
+    expected = {}
+    for idx in range(2):  # what worker idx collects first after set_seed(3)
+        reference = CollectorWorker(idx, Collector(GymEnv("Pendulum-v1"), constant_policy(0.0), frames_per_batch=4))
+        reference.set_seed(worker_seed(3, idx))
+        expected[idx] = reference.serve_collect()["observation"]
+        reference.close()
+    with InProcessCollector(2, constant_policy(0.0), frames_per_batch=4, total_frames=-1) as collector:
+        it = iter(collector)
+        next(it)
+        collector.set_seed(3)
+        assert collector._ahead == [False, False] and all(w._ahead is None for w in collector.workers)
+        drained = [next(it)[WORKER_KEY][0].item() for _ in range(2)]  # asked before the seed
+        assert drained == [1, 0]
+        for _ in range(2):
+            batch = next(it)
+            idx = batch[WORKER_KEY][0].item()
+            assert torch.equal(batch["observation"], expected.pop(idx))
+        assert not expected
+        with pytest.raises(TypeError, match="seed must be an int"):
+            collector.set_seed("3")
+
+
+def test_sync_stacks_one_part_per_worker_and_worker_ids_are_checked():
+    with InProcessCollector(2, constant_policy(0.0), frames_per_batch=8, total_frames=16, sync=True) as collector:
+        batches = list(collector)
+        assert [b.batch_size for b in batches] == [torch.Size([2, 4])] * 2
+        assert batches[0][WORKER_KEY][:, 0].tolist() == [0, 1]
+        assert not any(r[3] for r in collector.requests)
+        with pytest.raises(ValueError, match=r"worker_ids must be worker indices in \[0, 2\), got 2"):
+            collector.update_policy_weights_(bias(1.0), worker_ids=2)
