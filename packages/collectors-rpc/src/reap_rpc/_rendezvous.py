@@ -9,6 +9,8 @@
 * :func:`init_rpc_agent`: a TensorPipe RPC agent on a store, started without the gloo group
   ``torch.distributed.rpc.init_rpc`` builds on the host name's interface (and without touching
   torch's RPC backend registry); on one machine its TCP transport listens on 127.0.0.1.
+* :func:`wait_rpc_calls`: wait (bounded) until this process's RPC calls have their answers,
+  so that the agent can be closed without a read left pending on a pipe.
 
 Examples:
     >>> store, port = open_store("127.0.0.1", 0, timeout=5.0)
@@ -27,6 +29,7 @@ import datetime
 import errno
 import os
 import socket
+import time
 
 import torch.distributed as dist
 
@@ -142,3 +145,22 @@ def rpc_agent_running() -> bool:
     from torch.distributed.rpc import api
 
     return bool(api._is_current_rpc_agent_set())
+
+
+def wait_rpc_calls(timeout: float) -> bool:
+    """Wait at most ``timeout`` s until no RPC call this process sent is waiting for its answer;
+    whether none is. A TensorPipe agent logs a warning for each read still pending on a pipe
+    when that pipe breaks: a call whose answer never came. TensorPipe offers no event for it:
+    its ``agent.client_active_calls`` count is read every few milliseconds."""
+    from torch.distributed.rpc import api
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if int(api._get_current_rpc_agent().get_metrics()["agent.client_active_calls"]) == 0:
+                return True
+        except Exception:  # no agent (any more): nothing is waiting
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
