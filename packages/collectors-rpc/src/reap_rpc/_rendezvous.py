@@ -11,6 +11,7 @@
   torch's RPC backend registry); on one machine its TCP transport listens on 127.0.0.1.
 * :func:`wait_rpc_calls`: wait (bounded) until this process's RPC calls have their answers,
   so that the agent can be closed without a read left pending on a pipe.
+* :func:`wait_keys`: wait (bounded) until keys are set, without raising.
 
 Examples:
     >>> store, port = open_store("127.0.0.1", 0, timeout=5.0)
@@ -164,3 +165,16 @@ def wait_rpc_calls(timeout: float) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.005)
+
+
+def wait_keys(store, keys: list[str], timeout: float) -> bool:
+    """Wait at most ``timeout`` s until every key in ``keys`` is set; whether they all are."""
+    if store.check(keys):
+        return True
+    if timeout <= 0:
+        return False
+    try:
+        store.wait(keys, _td(timeout))
+        return True
+    except (dist.DistError, RuntimeError):
+        return False

@@ -97,6 +97,10 @@ def worker_main(spec: dict) -> None:
     code = _serve(spec, store)
     sys.stdout.flush()
     sys.stderr.flush()
+    try:  # last: a driver that cannot join this process (torchrun) waits for this before it closes its agent
+        store.set(f"left/{spec['idx']}", b"1")
+    except Exception:  # the driver is gone
+        pass
     os._exit(code)  # no interpreter teardown racing the agents' threads
 
 

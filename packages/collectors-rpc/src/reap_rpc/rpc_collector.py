@@ -9,8 +9,16 @@ down, not while it runs.
 
 from __future__ import annotations
 
+import time
+
 from reap_rpc._driver import RemoteCollector, RemoteCollectorError
-from reap_rpc._rendezvous import DRIVER_NAME, init_rpc_agent, rpc_agent_running, wait_rpc_calls
+from reap_rpc._rendezvous import (
+    DRIVER_NAME,
+    init_rpc_agent,
+    rpc_agent_running,
+    wait_keys,
+    wait_rpc_calls,
+)
 from reap_rpc._worker import _rpc_call, _rpc_collect, worker_name
 from reap_rpc.weight_sync import RPCWeightSyncScheme
 
@@ -115,8 +123,10 @@ class RPCCollector(RemoteCollector):
         # does not wait): a worker then leaves with nothing pending between the two agents, and
         # neither side's TensorPipe logs a broken pipe. The workers never close their agent (see
         # _worker._serve_rpc); ours closes once they are gone (_close_transport).
+        self._quiet_by = None
         if self.__dict__.get("_agent") and self.__dict__.get("_failure") is None:
             wait_rpc_calls(grace)
+            self._quiet_by = time.monotonic() + grace
         if self._store is not None:
             try:
                 self._store.set("stop", b"1")
@@ -130,6 +140,11 @@ class RPCCollector(RemoteCollector):
         try:
             if self.__dict__.get("_agent"):
                 self._agent = False
+                if self._launcher is None and self.__dict__.get("_quiet_by") is not None and self._store is not None:
+                    # no process of theirs to join here (torchrun): each worker says it is leaving
+                    # just before it exits; closing first would break its pipe while it still runs
+                    wait_keys(self._store, [f"left/{i}" for i in range(self.num_collectors)],
+                              self._quiet_by - time.monotonic())
                 rpc.shutdown(graceful=False)
         finally:
             if _ACTIVE is self:
