@@ -5,20 +5,13 @@ driver makes can be checked one by one. The backends' own tests drive it across 
 
 import pytest
 import torch
-from tensordict.nn import TensorDictModule
 
 from reap import Collector, GymEnv
 from reap.collectors.remote import RemoteCollectorBase
 from reap.collectors.worker import VERSION_KEY, WORKER_KEY, CollectorWorker, worker_seed
 from reap.weight_update import as_weights
 
-
-def constant_policy(value: float) -> TensorDictModule:
-    net = torch.nn.Linear(3, 1)
-    with torch.no_grad():
-        net.weight.zero_()
-        net.bias.fill_(value)
-    return TensorDictModule(net, in_keys=["observation"], out_keys=["action"])
+from .test_worker_bookkeeping import constant_policy, weights_for
 
 
 class InProcessCollector(RemoteCollectorBase):
@@ -59,10 +52,6 @@ class InProcessCollector(RemoteCollectorBase):
             worker.close()
 
 
-def bias(value: float) -> dict:
-    return {"module.weight": torch.zeros(1, 3), "module.bias": torch.tensor([value])}
-
-
 def test_async_prefetches_but_starts_no_rollout_nobody_fetches():
     with InProcessCollector(2, constant_policy(0.0), frames_per_batch=4, total_frames=24) as collector:
         batches = list(collector)
@@ -78,7 +67,7 @@ def test_weights_pushed_during_a_prefetched_rollout_reach_the_rollout_after_it()
         for batch in collector:
             got.append((batch[VERSION_KEY].unique().item(), batch["action"].unique().item()))
             if len(got) == 1:
-                collector.update_policy_weights_(bias(1.0))
+                collector.update_policy_weights_(weights_for(1.0))
         # the request for batch 2 left before the push (asked before batch 1 is yielded) and
         # started batch 3; version 1 goes with the request for batch 3 and runs from batch 4
         assert got == [(0, 0.0), (0, 0.0), (0, 0.0), (1, 1.0), (1, 1.0)]
@@ -157,4 +146,4 @@ def test_sync_stacks_one_part_per_worker_and_worker_ids_are_checked():
         assert batches[0][WORKER_KEY][:, 0].tolist() == [0, 1]
         assert not any(r[3] for r in collector.requests)
         with pytest.raises(ValueError, match=r"worker_ids must be worker indices in \[0, 2\), got 2"):
-            collector.update_policy_weights_(bias(1.0), worker_ids=2)
+            collector.update_policy_weights_(weights_for(1.0), worker_ids=2)

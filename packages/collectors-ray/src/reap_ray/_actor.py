@@ -9,10 +9,9 @@ to frames, at most ``max_writes_in_flight`` writes outstanding) and only the fra
 back; otherwise the batch goes back as NumPy arrays (:mod:`reap_ray.batches`). An exception in ``collect`` comes back as ``("error", text, traceback)``, naming the actor.
 
 ``collect(..., prefetch=True)`` starts the next rollout in a background thread as soon as the
-batch is handed back, with the weights just received; the next ``collect`` returns that
-rollout's batch (so the weights it carries are loaded before the rollout after it). Every other
-call first waits for a prefetched rollout to end: ``set_seed`` and ``load_state_dict`` then drop
-its batch (collected under the old seed or state), the others keep it for the next ``collect``.
+batch is handed back (``CollectorWorker.serve_collect``); the next ``collect`` returns that
+rollout's batch. ``set_seed`` and ``load_state_dict`` drop a prefetched rollout (collected under
+the old seed or state); every other call waits for it to end and keeps its batch.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import gc
 import os
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import ray
 import torch
@@ -47,8 +45,6 @@ class CollectorActor:
         self.max_writes_in_flight = max_writes_in_flight
         self.write_timeout = write_timeout
         self.writes: deque = deque()
-        self._ahead = None  # the Future of a prefetched rollout
-        self._thread: ThreadPoolExecutor | None = None
 
     @property
     def collector(self):
@@ -62,20 +58,8 @@ class CollectorActor:
                 "weights_layout": layout}
 
     def collect(self, weights, version: int, prefetch: bool = False):
-        ahead, self._ahead = self._ahead, None
         try:
-            if ahead is None:  # no rollout running: this one loads the weights
-                if weights is not None:
-                    self.worker.receive_weights(weights, version)
-                batch = self.worker.collect()
-            else:  # the prefetched rollout's batch; the weights go to the next rollout
-                batch = ahead.result(timeout=self.write_timeout)
-                if weights is not None:
-                    self.worker.receive_weights(weights, version)
-            if prefetch:
-                if self._thread is None:
-                    self._thread = ThreadPoolExecutor(1, thread_name_prefix="reap-prefetch")
-                self._ahead = self._thread.submit(self.worker.collect)
+            batch = self.worker.serve_collect(weights, version, prefetch=prefetch, timeout=self.write_timeout)
             if self.replay_buffer is None:
                 return pack_batch(batch)
             frames = batch.numel()
@@ -83,19 +67,11 @@ class CollectorActor:
             return frames
         except Exception as exc:  # noqa: BLE001 - reported to the driver with the actor's index
             return ("error", *self.worker.format_error(exc, "collector actor"))
-        finally:
-            if self._ahead is None:
-                self.worker.waiting()
 
     def settle(self, drop: bool = False) -> None:
-        """Wait for a prefetched rollout to end; keep its batch for the next ``collect`` unless
-        ``drop``. An error in it is kept too, for the next ``collect`` to report."""
-        ahead = self._ahead
-        if ahead is None:
-            return
-        ahead.exception(timeout=self.write_timeout)
-        if drop:
-            self._ahead = None
+        """Wait for a prefetched rollout to end; keep its batch (or its error) for the next
+        ``collect`` unless ``drop``."""
+        self.worker.settle(drop, timeout=self.write_timeout)
 
     def _write(self, batch) -> None:
         while len(self.writes) >= self.max_writes_in_flight:
@@ -114,28 +90,20 @@ class CollectorActor:
         process tree at once, multiprocessing's resource tracker included, so named semaphores
         of a multi-process collector inside it would outlive it: they are released here, while
         their finalizers can still run."""
-        self.settle(drop=True)
-        if self._thread is not None:
-            self._thread.shutdown()
-        self.worker.close()
+        self.worker.close(timeout=self.write_timeout)
         gc.collect()
 
     def set_seed(self, seed: int, static_seed: bool):
-        self.settle(drop=True)
         return self.worker.set_seed(seed, static_seed)
 
     def state_dict(self):
-        self.settle()
         return self.worker.state_dict()
 
     def load_state_dict(self, state):
-        self.settle(drop=True)
         self.worker.load_state_dict(state)
 
     def set_plugin_options(self, name: str, options) -> None:
-        self.settle()
         self.worker.set_plugin_options(name, options)
 
     def plugin_report(self, name: str):
-        self.settle()
         return self.worker.plugin_report(name)

@@ -22,17 +22,10 @@ an exception inside an actor is raised in the driver with the actor's index and 
 actor with a request outstanding for ``actor_timeout`` seconds is reported as hung. Every wait
 is bounded.
 
-Prefetching (async mode): a request for actor ``i``'s next batch gets the rollout that ``i``
-started when it delivered its last batch, so weights given while that rollout runs reach the
-rollout after it (one batch later than without prefetching), and a batch's
-``("collector", "policy_version")`` always names the weights it was collected with. The
-prefetched rollout counts toward ``max_weight_update_interval``: an actor due for fresh weights
-gets them with the request before the rollout that would be one too many, so no actor collects
-more than ``k`` batches on the same weights after the central policy may have changed.
-``update_after_each_batch=True`` and ``max_weight_update_interval=0`` (every batch on the
-latest weights) switch prefetching off, as does the last request of an iteration (no rollout is
-started that no request will fetch). ``set_seed`` and ``load_state_dict`` drop a prefetched
-batch; ``pause()`` waits for prefetched rollouts to end, so inside it no actor collects.
+Prefetching (async mode): each actor starts its next rollout as soon as it hands a batch back,
+so weights given while that rollout runs reach the rollout after it; ``max_weight_update_interval``
+still bounds every batch (see :mod:`reap.collectors.remote`, which RPCCollector and
+DistributedCollector share).
 """
 
 from __future__ import annotations
@@ -40,21 +33,25 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tensordict.nn import InteractionType
 
-from reap.collectors.base import BaseCollector, options_for_worker
-from reap.collectors.bookkeeping import WorkerWeights
+from reap.collectors.base import options_for_worker
 from reap.collectors.collector import Collector
+from reap.collectors.remote import (
+    RemoteCollectorBase,
+    check_remote_arguments,
+    remote_collector_kwargs,
+    split_per_collector,
+)
 from reap.collectors.worker import TRAJ_ID_BLOCK, resolve_collector_class, worker_seed
 from reap.collectors.worker import per_collector as _listify
 from reap.envs.base import EnvBase
 from reap.plugins import hook
-from reap.weight_update import WeightUpdaterBase, match_weights, weights_from_update_args
+from reap.weight_update import WeightUpdaterBase
 from reap_ray._actor import CollectorActor
 from reap_ray._ray import (
     ensure_ray,
@@ -87,7 +84,7 @@ def _positive(value, name: str, owner: str, *, number: bool = False, allow_zero:
         raise ValueError(f"{owner}: {name} must be {kind}, got {value!r}")
 
 
-class RayCollector(BaseCollector):
+class RayCollector(RemoteCollectorBase):
     """Collect with reap collectors running as Ray actors (TorchRL's ``RayCollector`` API).
 
     Arguments follow TorchRL's ``RayCollector``: ``create_env_fn`` (a callable, an env or a
@@ -170,76 +167,34 @@ class RayCollector(BaseCollector):
         **collector_options,
     ):
         owner = "RayCollector"
-        if not isinstance(sync, bool):
-            raise TypeError(f"{owner}: sync must be True or False, got {sync!r}")
-        if num_workers is not None:  # Collector(..., backend="ray", num_workers=K) / reap collect --workers
-            if num_collectors is not None and num_collectors != num_workers:
-                raise ValueError(f"{owner}: num_workers={num_workers} and num_collectors={num_collectors} differ")
-            num_collectors = num_workers
-        if num_collectors is not None:
-            _positive(num_collectors, "num_collectors", owner)
-        if isinstance(frames_per_batch, bool) or not isinstance(frames_per_batch, int) or frames_per_batch <= 0:
-            raise ValueError(f"{owner}: frames_per_batch must be a positive int, got {frames_per_batch!r}")
-        if isinstance(total_frames, bool) or not isinstance(total_frames, int) or (total_frames <= 0 and total_frames != -1):
-            raise ValueError(f"{owner}: total_frames must be a positive int, or -1 to collect forever, got {total_frames!r}")
-        _positive(num_workers_per_collector, "num_workers_per_collector", owner)
+        check_remote_arguments(frames_per_batch=frames_per_batch, total_frames=total_frames, sync=sync,
+                               num_workers_per_collector=num_workers_per_collector,
+                               max_weight_update_interval=max_weight_update_interval, policy=policy,
+                               policy_factory=policy_factory, postproc=postproc, owner=owner)
         _positive(max_restarts, "max_restarts", owner, allow_zero=True)
         _positive(actor_timeout, "actor_timeout", owner, number=True)
         _positive(actor_start_timeout, "actor_start_timeout", owner, number=True)
         _positive(max_writes_in_flight, "max_writes_in_flight", owner)
-        if isinstance(max_weight_update_interval, bool) or not isinstance(max_weight_update_interval, int) or (
-            max_weight_update_interval < -1
-        ):
-            raise ValueError(
-                f"{owner}: max_weight_update_interval must be -1 (no forced update) or a non-negative "
-                f"int, got {max_weight_update_interval!r}"
-            )
         if replay_buffer is not None and not isinstance(replay_buffer, RayReplayBuffer):
             raise TypeError(
                 f"{owner}: replay_buffer must be a RayReplayBuffer (a buffer living in a Ray actor that "
                 f"every collector actor can write to), got {type(replay_buffer).__name__}"
             )
-        if policy is not None and policy_factory is not None:
-            raise ValueError(f"{owner}: pass policy or policy_factory, not both")
-        if postproc is not None and not callable(postproc):
-            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
         self.collector_class = resolve_collector_class(collector_class, owner)
         self._scheme = self._resolve_scheme(weight_sync_schemes, owner)
 
         # ---- how many collectors, and each one's arguments --------------------------------
-        per_collector = {"create_env_fn": create_env_fn, "policy_factory": policy_factory,
-                         "collector_kwargs": collector_kwargs, "remote_configs": remote_configs,
-                         "device": device, "storing_device": storing_device, "env_device": env_device,
-                         "policy_device": policy_device}
-        lengths = {name: len(v) for name, v in per_collector.items() if isinstance(v, list)}
-        if num_collectors is None:
-            if len(set(lengths.values())) > 1:
-                raise ValueError(f"{owner}: per-collector lists of different lengths: {lengths}")
-            num_collectors = next(iter(lengths.values()), 1)
-        n = num_collectors
-        if n == 0:
-            raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per collector")
-        lists = {name: _listify(v, n, name, owner) for name, v in per_collector.items()}
-        for fn in lists["create_env_fn"]:
-            if not (isinstance(fn, EnvBase) or callable(fn)):
-                raise TypeError(f"{owner}: create_env_fn must be an env or a callable returning one, got {fn!r}")
-        for kw in lists["collector_kwargs"]:
-            if kw is not None and not isinstance(kw, dict):
-                raise TypeError(f"{owner}: collector_kwargs must be a dict (or a list of dicts), got {kw!r}")
-        if sync and frames_per_batch % n:
-            raise ValueError(
-                f"{owner}: sync=True splits frames_per_batch={frames_per_batch} evenly across "
-                f"{n} collectors; pass a multiple of {n}"
-            )
+        n, lists = split_per_collector(
+            {"create_env_fn": create_env_fn, "policy_factory": policy_factory, "collector_kwargs": collector_kwargs,
+             "remote_configs": remote_configs, "device": device, "storing_device": storing_device,
+             "env_device": env_device, "policy_device": policy_device},
+            num_collectors=num_collectors, num_workers=num_workers, frames_per_batch=frames_per_batch, sync=sync,
+            owner=owner)
         self.frames_per_batch = frames_per_batch
-        self._frames_per_actor = frames_per_batch // n if sync else frames_per_batch
-        self.total_frames = total_frames
-        self._sync = sync
+        self._init_requests(0, frames_per_batch // n if sync else frames_per_batch, sync=sync,
+                            total_frames=total_frames, update_after_each_batch=update_after_each_batch,
+                            max_weight_update_interval=max_weight_update_interval)
         self.policy = policy
-        self.update_after_each_batch = bool(update_after_each_batch)
-        # per actor: the weights it should run, the version it was sent, batches since
-        self._worker_weights = WorkerWeights(
-            max_interval=0 if update_after_each_batch else max_weight_update_interval)
         self.max_restarts = max_restarts
         self.actor_timeout = float(actor_timeout)
         self.actor_start_timeout = float(actor_start_timeout)
@@ -247,7 +202,7 @@ class RayCollector(BaseCollector):
         self.replay_buffer = replay_buffer
         self.use_env_creator = use_env_creator
         self._common = {
-            "frames_per_batch": self._frames_per_actor, "max_frames_per_traj": max_frames_per_traj,
+            "frames_per_batch": self._frames_per_worker, "max_frames_per_traj": max_frames_per_traj,
             "init_random_frames": init_random_frames, "reset_at_each_iter": reset_at_each_iter,
             "postproc": postproc, "split_trajs": split_trajs, "exploration_type": exploration_type,
             **collector_options,
@@ -261,14 +216,6 @@ class RayCollector(BaseCollector):
         self.worker_restarts: list[int] = []
         self.node_ids: list[str] = []
         self._inflight: dict = {}  # ObjectRef -> (actor index, time sent)
-        self._ahead: list[bool] = []  # per actor: a prefetched rollout is under way (or done)
-        self._skip: list[bool] = []  # per actor: its next batch predates the weights just sent
-        self._ready: deque = deque()  # (actor index, result) drained by pause()
-        self._frames = 0
-        self._iter = 0
-        self._seed: tuple[int, bool] | None = None
-        self._layout = None  # the policy's weights on the meta device: what pushed weights must match
-        self._hook_started = False
         self._actor_starts = 0
         self.weight_updater = self._resolve_updater(weight_updater, owner)
         self.started_ray = ensure_ray(ray_init_config)
@@ -310,7 +257,11 @@ class RayCollector(BaseCollector):
 
     def add_collectors(self, create_env_fn, num_envs: int = 1, policy=None, collector_kwargs=None,
                        remote_configs=None, *, policy_factory=None, devices=None) -> None:
-        """Start one more actor per ``create_env_fn`` entry (lists may give one value per actor)."""
+        """Start one more actor per ``create_env_fn`` entry (lists may give one value per actor).
+
+        Without ``policy`` or ``policy_factory``, a new actor runs the central policy: the one
+        given at construction, and its current weights once weights were pushed.
+        """
         self._check_open()
         fns = create_env_fn if isinstance(create_env_fn, list) else [create_env_fn]
         k = len(fns)
@@ -322,38 +273,29 @@ class RayCollector(BaseCollector):
         refs = []
         for j in range(k):
             idx = len(self._actors)
-            spec = dict(self._common)
-            for name, values in devices.items():
-                if values[j] is not None:
-                    spec[name] = values[j]
-            spec.update(kwargs_list[j] or {})
-            spec["total_frames"] = -1
-            fn = fns[j]
-            multi = self.collector_class is not Collector and not issubclass(self.collector_class, Collector)
-            if num_envs > 1 or multi:
-                if isinstance(fn, EnvBase):
-                    raise TypeError("RayCollector: with num_workers_per_collector > 1 or a multi-process "
-                                    "collector_class, create_env_fn must be callables, not env instances")
-                fn = [fn] * num_envs
-            spec["create_env_fn"] = fn
-            if factories[j] is not None:
-                spec["policy_factory"] = factories[j]
-            elif self.collector_class is Collector or issubclass(self.collector_class, Collector):
+            spec = remote_collector_kwargs(
+                self._common, create_env_fn=fns[j], collector_class=self.collector_class,
+                num_envs=num_envs, devices={name: values[j] for name, values in devices.items()},
+                collector_kwargs=kwargs_list[j], policy_factory=factories[j], owner="RayCollector")
+            if factories[j] is None and issubclass(self.collector_class, Collector):
                 spec["worker_idx"] = idx
             self._specs.append({"kwargs": spec, "policy": policy_ref if factories[j] is None else None})
             self._configs.append(configs[j])
-            self._worker_weights.add_worker()
-            self._ahead.append(False)
-            self._skip.append(False)
+            self._add_worker()
             self.worker_restarts.append(0)
             self.node_ids.append("")
             self._actors.append(self._make_actor(idx))
             refs.append(self._actors[idx].ready.remote())
-        infos = self._wait_ready(refs, list(range(len(self._actors) - k, len(self._actors))))
+        new_ids = list(range(len(self._actors) - k, len(self._actors)))
+        infos = self._wait_ready(refs, new_ids)
         for idx, info in infos.items():
             self.node_ids[idx] = info["node_id"]
-            if self._layout is None:
-                self._layout = info["weights_layout"]
+            if self._weights_layout is None:
+                self._weights_layout = info["weights_layout"]
+        if policy is None and self.policy is not None and self.policy_version > 0:
+            # weights were pushed since the policy was shipped at construction: the new actors'
+            # first requests carry the central policy's current weights (under a new version)
+            self._push_weights(self.policy, [i for i, f in zip(new_ids, factories) if f is None])
 
     def _make_actor(self, idx: int):
         spec = self._specs[idx]
@@ -387,104 +329,35 @@ class RayCollector(BaseCollector):
         """The actor handles, one per collector."""
         return list(self._actors)
 
-    @property
-    def frames(self) -> int:
-        return self._frames
-
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("RayCollector: the collector was shut down; create a new one")
 
-    # ---- weights -------------------------------------------------------------------------------
-    def update_policy_weights_(self, policy_or_weights=None, *, worker_ids=None, model_id=None,
-                               weights_dict=None, **kwargs) -> None:
-        """Send new weights to every actor (or to ``worker_ids``) with its next request.
+    # ---- weights and requests (reap.collectors.remote) ---------------------------------------
+    def _pack_weights(self, weights):
+        return self._scheme.put(weights)  # one ray.put per update, whatever the number of actors
 
-        Accepts a module, a TensorDict, a state dict, ``weights_dict={"policy": ...}`` or the
-        keywords ``policy=``/``weights=``; with none, the central ``policy`` is the source (and
-        with ``policy_factory`` and no central policy, nothing is sent until weights are given).
-        One ``ray.put`` per call, whatever the number of actors.
-        """
-        weights = weights_from_update_args(policy_or_weights, model_id=model_id,
-                                           weights_dict=weights_dict, **kwargs)
-        self.weight_updater.push_weights(weights, worker_ids=worker_ids)
-
-    def _push_weights(self, weights, worker_ids) -> None:
-        self._check_open()
-        ids = self._worker_ids(worker_ids)
-        if weights is None:
-            weights = self.policy
-        if weights is None:  # policy_factory without a central policy: deferred until weights come
-            return
-        if self._layout is not None:
-            try:
-                weights = match_weights(self._layout, weights)  # exact shapes, lossless dtypes only
-            except ValueError as exc:
-                raise ValueError(f"update_policy_weights_: {exc}") from None
-        self._worker_weights.push(self._scheme.put(weights), ids)
-
-    def _worker_ids(self, worker_ids) -> list[int]:
-        n = self.num_collectors
-        if worker_ids is None:
-            return list(range(n))
-        ids = [worker_ids] if isinstance(worker_ids, int) else list(worker_ids)
-        for i in ids:
-            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
-                raise ValueError(f"update_policy_weights_: worker_ids must be collector indices in [0, {n}), got {worker_ids!r}")
-        return ids
-
-    @property
-    def policy_version(self) -> int:
-        """The version of the weights pushed last (0: the actors' initial weights)."""
-        return self._worker_weights.version
-
-    @property
-    def max_weight_update_interval(self) -> int:
-        """``k``: no actor collects more than ``k`` batches after its last update (-1: no bound)."""
-        return self._worker_weights.max_interval
-
-    @max_weight_update_interval.setter
-    def max_weight_update_interval(self, value: int) -> None:
-        self._worker_weights.max_interval = value
-
-    # ---- requests --------------------------------------------------------------------------------
-    def _prefetch(self) -> bool:
-        """Whether the request about to be sent should start the actor's next rollout after it."""
-        k = self._worker_weights.max_interval
-        return (not self._sync and not self.update_after_each_batch and k != 0
-                and self._more(self._in_flight_frames() + self._frames_per_actor))
-
-    def _submit(self, idx: int) -> None:
-        prefetch = self._prefetch()
-        # max_weight_update_interval: with a rollout already under way, the next one this request
-        # can still give weights to is one batch further on
-        k = self._worker_weights.max_interval
-        due = (k >= 0 and self._ahead[idx] and prefetch
-               and self._worker_weights.batches_since_update(idx) + 1 > k) or self._worker_weights.due([idx])
-        if self.policy is not None and due:
-            self._push_weights(self.policy, [idx])
-        weights, version = self._worker_weights.next_request(idx)
+    def _send_collect(self, idx: int, weights, version: int, prefetch: bool) -> None:
         ref = self._actors[idx].collect.remote(weights, version, prefetch)
-        # the batch this request returns was started before these weights arrive: it does not
-        # count as a batch on them
-        self._skip[idx] = self._ahead[idx] and weights is not None
-        self._ahead[idx] = prefetch
         self._inflight[ref] = (idx, time.monotonic())
 
-    def _delivered(self, idx: int) -> None:
-        if self._skip[idx]:
-            self._skip[idx] = False
-        else:
-            self._worker_weights.delivered(idx)
+    def _busy_workers(self) -> set[int]:
+        return {idx for idx, _ in self._inflight.values()}
+
+    def _output(self, answer):
+        if self.replay_buffer is not None:  # the actor wrote it: only its frame count came back
+            return answer, None
+        batch = unpack_batch(answer)
+        return batch.numel(), batch
+
+    def _combine(self, answers):
+        if self.replay_buffer is not None:
+            return sum(answers), None
+        batch = stack_batches(answers)
+        return batch.numel(), batch
 
     def _task_error(self, idx: int, exc, what: str = "raised") -> RayCollectorError:
         return RayCollectorError(f"RayCollector: collector actor {idx} {what}: {exc}", idx)
-
-    def _next_result(self) -> tuple[int, object]:
-        """The next result: one drained by ``pause()``, else the first request to finish."""
-        if self._ready:
-            return self._ready.popleft()
-        return self._first_finished()
 
     def _first_finished(self) -> tuple[int, object]:
         """The first finished request: (actor index, result). Dead actors are restarted and redo it."""
@@ -543,78 +416,27 @@ class RayCollector(BaseCollector):
         if self._seed is not None:
             seed, static = self._seed
             s = seed if static else actor_seed(seed, idx, self.worker_restarts[idx])
-            self._call(idx, "set_seed", s, static)
+            self._call(idx, "set_seed", (s, static))
 
-    def _call(self, idx: int, method: str, *args):
+    def _call(self, idx: int, method: str, args: tuple):
         return self._get(idx, getattr(self._actors[idx], method).remote(*args), f"{method}()")
 
-    # ---- iteration -------------------------------------------------------------------------------
-    def _more(self, extra: int = 0) -> bool:
-        return self.total_frames == -1 or self._frames + extra < self.total_frames
-
-    def _in_flight_frames(self) -> int:
-        return (len(self._inflight) + len(self._ready)) * self._frames_per_actor
-
-    def iterator(self):
+    def _call_all(self, method: str, args_for, among=None) -> list:
+        # no drain: an actor answers one call at a time, so this one runs after its collect
         self._check_open()
-        if not self._hook_started:
-            self._hook_started = True
-            hook().reap_collector_start(collector=self, worker_idx=-1)
-        yield from (self._sync_iterator() if self._sync else self._async_iterator())
+        ids = range(self.num_collectors) if among is None else among
+        refs = [(i, getattr(self._actors[i], method).remote(*args_for(i))) for i in ids]
+        return [self._get(i, ref, f"{method}()") for i, ref in refs]
+
+    # ---- iteration -------------------------------------------------------------------------------
+    def iterator(self):
+        yield from super().iterator()
         if self.replay_buffer is not None:
             self._flush()
 
-    def _sync_iterator(self):
-        n = self.num_collectors
-        while self._more():
-            self._check_open()
-            busy = {v[0] for v in self._inflight.values()} | {i for i, _ in self._ready}
-            for i in range(n):
-                if i not in busy:
-                    self._submit(i)
-            results = {}
-            while len(results) < n:
-                idx, value = self._next_result()
-                results[idx] = value
-                self._delivered(idx)
-            parts = [results[i] for i in range(n)]
-            self._iter += 1
-            if self.replay_buffer is not None:
-                self._frames += sum(parts)
-                yield None
-                continue
-            batch = stack_batches(parts)
-            self._frames += batch.numel()
-            yield batch
-
-    def _async_iterator(self):
-        busy = {v[0] for v in self._inflight.values()} | {i for i, _ in self._ready}
-        for i in range(self.num_collectors):
-            if i not in busy and self._more(self._in_flight_frames()):
-                self._submit(i)
-        while self._more():
-            self._check_open()
-            idx, value = self._next_result()
-            self._delivered(idx)
-            self._iter += 1
-            if self.replay_buffer is not None:
-                self._frames += value
-                out = None
-            else:
-                out = unpack_batch(value)
-                self._frames += out.numel()
-            if self.update_after_each_batch:  # the trainer's step first, then the new weights go
-                yield out
-                if not self._closed and self._more(self._in_flight_frames()):
-                    self._submit(idx)
-                continue
-            if self._more(self._in_flight_frames()):
-                self._submit(idx)
-            yield out
-
     def _flush(self) -> None:
         for i in range(self.num_collectors):
-            self._call(i, "flush")
+            self._call(i, "flush", ())
 
     @contextlib.contextmanager
     def pause(self, timeout: float | None = None):
@@ -636,14 +458,6 @@ class RayCollector(BaseCollector):
         if self.replay_buffer is not None:
             self._flush()
         yield None
-
-    def _settle(self, drop: bool = False) -> None:
-        """Wait for the actors' prefetched rollouts to end (``drop``: and discard them)."""
-        refs = [(i, a.settle.remote(drop)) for i, a in enumerate(self._actors) if self._ahead[i]]
-        for i, ref in refs:
-            self._get(i, ref, "settle()")
-            if drop:
-                self._ahead[i] = False
 
     # ---- plugin options and reports (reap.hookspecs.reap_plugin_options) ---------------------------
     def _forward_plugin_options(self, name: str, options) -> None:
@@ -668,17 +482,6 @@ class RayCollector(BaseCollector):
         return [self._get(i, ref, "plugin_report()") for i, ref in enumerate(refs)]
 
     # ---- control ---------------------------------------------------------------------------------
-    def set_seed(self, seed: int, static_seed: bool = False) -> list[int]:
-        """Seed every actor (actor ``i`` gets :func:`actor_seed` ``(seed, i)``); returns their answers."""
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
-        self._check_open()
-        self._seed = (seed, static_seed)
-        self._settle(drop=True)  # a prefetched batch predates the seed
-        refs = [a.set_seed.remote(seed if static_seed else actor_seed(seed, i), static_seed)
-                for i, a in enumerate(self._actors)]
-        return [self._get(i, r) for i, r in enumerate(refs)]
-
     def _get(self, idx: int, ref, what: str = "the call"):
         try:
             return ray.get(ref, timeout=self.actor_timeout)
@@ -687,23 +490,6 @@ class RayCollector(BaseCollector):
                                     f"{self.actor_timeout:g} s (actor_timeout)", idx) from None
         except (RayTaskError, RayActorError) as exc:
             raise self._task_error(idx, exc) from None
-
-    def state_dict(self) -> list[dict]:
-        """One state dict per actor (TorchRL's layout)."""
-        self._check_open()
-        refs = [a.state_dict.remote() for a in self._actors]
-        return [self._get(i, r) for i, r in enumerate(refs)]
-
-    def load_state_dict(self, state_dict) -> None:
-        """Load a list with one state per actor (or one state for all)."""
-        self._check_open()
-        states = state_dict if isinstance(state_dict, list) else [state_dict] * self.num_collectors
-        if len(states) != self.num_collectors:
-            raise ValueError(f"load_state_dict: got {len(states)} states for {self.num_collectors} collectors")
-        self._settle(drop=True)  # a prefetched batch predates the state
-        refs = [a.load_state_dict.remote(s) for a, s in zip(self._actors, states)]
-        for i, r in enumerate(refs):
-            self._get(i, r)
 
     def shutdown(self, timeout: float | None = None, shutdown_ray: bool = False) -> None:
         """Kill every actor of this collector (waiting at most ``timeout`` s, default 10, for Ray to

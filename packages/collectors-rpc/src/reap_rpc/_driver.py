@@ -20,17 +20,22 @@ import time
 import uuid
 from collections.abc import Callable
 
+import torch
 import torch.distributed as dist
 from tensordict.nn import InteractionType
 
-from reap.collectors.base import check_frames, options_for_worker
+from reap.collectors.base import options_for_worker
 from reap.collectors.bookkeeping import WorkerDeadlines
 from reap.collectors.collector import Collector
-from reap.collectors.remote import RemoteCollectorBase
+from reap.collectors.remote import (
+    DEVICES,
+    RemoteCollectorBase,
+    check_remote_arguments,
+    remote_collector_kwargs,
+    split_per_collector,
+)
 from reap.collectors.trajectories import split_trajectories
-from reap.collectors.worker import per_collector as _listify
-from reap.collectors.worker import resolve_collector_class, worker_seed
-from reap.envs.base import EnvBase
+from reap.collectors.worker import per_collector, resolve_collector_class, worker_seed
 from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase
 from reap_rpc._launch import ProcessLauncher, describe_exit
@@ -55,6 +60,27 @@ class RemoteCollectorError(RuntimeError):
         self.rank = worker_idx + 1
         self.exitcode = exitcode
         self.remote_traceback = remote_traceback
+
+
+def _cpu_only(visible_devices, n: int, owner: str) -> list:
+    """``visible_devices`` (TorchRL's: the device each collector hands its batches over on),
+    one entry per collector. reap's workers step envs and policies on the CPU and send CPU
+    tensors, so an entry may only be ``"cpu"`` (or a list of them) or None."""
+    entries = per_collector(visible_devices, n, "visible_devices", owner)
+    for entry in entries:
+        for device in entry if isinstance(entry, (list, tuple)) else [entry]:
+            if device is None:
+                continue
+            try:
+                kind = torch.device(device).type
+            except (TypeError, RuntimeError):
+                raise ValueError(f"{owner}: visible_devices must be devices (one per collector), got {device!r}") from None
+            if kind != "cpu":
+                raise ValueError(
+                    f"{owner}: visible_devices names {device!r}, but reap's remote workers step envs and policies "
+                    "on the CPU and send their batches as CPU tensors; pass visible_devices=None (or 'cpu') and "
+                    "move each batch to the GPU on the trainer (batch.to('cuda'))")
+    return entries
 
 
 def _seconds(value, name: str, owner: str) -> float:
@@ -112,8 +138,10 @@ class RemoteCollector(RemoteCollectorBase):
     ):
         owner = type(self).__name__
         self._owner = owner
-        if not isinstance(sync, bool):
-            raise TypeError(f"{owner}: sync must be True or False, got {sync!r}")
+        check_remote_arguments(frames_per_batch=frames_per_batch, total_frames=total_frames, sync=sync,
+                               num_workers_per_collector=num_workers_per_collector,
+                               max_weight_update_interval=max_weight_update_interval, policy=policy,
+                               policy_factory=policy_factory, postproc=postproc, owner=owner)
         if launcher not in LAUNCHERS:
             raise ValueError(f"{owner}: launcher must be one of {LAUNCHERS}, got {launcher!r}")
         if backend not in ("gloo", "nccl"):
@@ -121,21 +149,6 @@ class RemoteCollector(RemoteCollectorBase):
         if backend == "nccl":
             raise ValueError(f"{owner}: backend='nccl' needs CUDA policies on every rank; reap's collectors "
                              "step envs and policies on the CPU: use backend='gloo'")
-        check_frames(frames_per_batch, total_frames, owner)
-        if num_workers is not None:  # Collector(..., backend="rpc", num_workers=K)
-            if num_collectors is not None and num_collectors != num_workers:
-                raise ValueError(f"{owner}: num_workers={num_workers} and num_collectors={num_collectors} differ")
-            num_collectors = num_workers
-        if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)
-                                           or num_collectors < 1):
-            raise ValueError(f"{owner}: num_collectors must be a positive int, got {num_collectors!r}")
-        if isinstance(num_workers_per_collector, bool) or not isinstance(num_workers_per_collector, int) or (
-                num_workers_per_collector < 1):
-            raise ValueError(f"{owner}: num_workers_per_collector must be a positive int, got {num_workers_per_collector!r}")
-        if isinstance(max_weight_update_interval, bool) or not isinstance(max_weight_update_interval, int) or (
-                max_weight_update_interval < -1):
-            raise ValueError(f"{owner}: max_weight_update_interval must be -1 (no forced update) or a non-negative "
-                             f"int, got {max_weight_update_interval!r}")
         if tcp_port is not None:
             try:
                 tcp_port = int(tcp_port)
@@ -143,10 +156,6 @@ class RemoteCollector(RemoteCollectorBase):
                 raise ValueError(f"{owner}: tcp_port must be a port number (or None for a free one), got {tcp_port!r}") from None
             if not 0 <= tcp_port < 65536:
                 raise ValueError(f"{owner}: tcp_port must be in [0, 65535], got {tcp_port}")
-        if policy is not None and policy_factory is not None:
-            raise ValueError(f"{owner}: pass policy or policy_factory, not both")
-        if postproc is not None and not callable(postproc):
-            raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
         if tensorpipe_options is not None and not isinstance(tensorpipe_options, dict):
             raise TypeError(f"{owner}: tensorpipe_options must be a dict of TensorPipeRpcBackendOptions "
                             f"arguments, got {tensorpipe_options!r}")
@@ -156,28 +165,12 @@ class RemoteCollector(RemoteCollectorBase):
         self.start_timeout = _seconds(start_timeout, "start_timeout", owner)
         self.collector_class = resolve_collector_class(collector_class, owner)
 
-        per_collector = {"create_env_fn": create_env_fn, "policy_factory": policy_factory,
-                         "collector_kwargs": collector_kwargs, "device": device,
-                         "storing_device": storing_device, "env_device": env_device,
-                         "policy_device": policy_device}
-        lengths = {name: len(v) for name, v in per_collector.items() if isinstance(v, list)}
-        if num_collectors is None:
-            if len(set(lengths.values())) > 1:
-                raise ValueError(f"{owner}: per-collector lists of different lengths: {lengths}")
-            num_collectors = next(iter(lengths.values()), 1)
-        n = num_collectors
-        if n == 0:
-            raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per collector")
-        lists = {name: _listify(v, n, name, owner) for name, v in per_collector.items()}
-        for fn in lists["create_env_fn"]:
-            if not (isinstance(fn, EnvBase) or callable(fn)):
-                raise TypeError(f"{owner}: create_env_fn must be an env or a callable returning one, got {fn!r}")
-        for kw in lists["collector_kwargs"]:
-            if kw is not None and not isinstance(kw, dict):
-                raise TypeError(f"{owner}: collector_kwargs must be a dict (or a list of dicts), got {kw!r}")
-        if sync and frames_per_batch % n:
-            raise ValueError(f"{owner}: sync=True splits frames_per_batch={frames_per_batch} evenly across {n} "
-                             f"collectors; pass a multiple of {n}")
+        n, lists = split_per_collector(
+            {"create_env_fn": create_env_fn, "policy_factory": policy_factory, "collector_kwargs": collector_kwargs,
+             "device": device, "storing_device": storing_device, "env_device": env_device,
+             "policy_device": policy_device},
+            num_collectors=num_collectors, num_workers=num_workers, frames_per_batch=frames_per_batch, sync=sync,
+            owner=owner)
         self.frames_per_batch = frames_per_batch
         self._init_requests(n, frames_per_batch // n if sync else frames_per_batch, sync=sync,
                             total_frames=total_frames, update_after_each_batch=update_after_each_batch,
@@ -187,7 +180,7 @@ class RemoteCollector(RemoteCollectorBase):
         self.split_trajs = bool(split_trajs)
         self.launcher = launcher
         self.slurm_kwargs = slurm_kwargs
-        self.visible_devices = visible_devices
+        self.visible_devices = _cpu_only(visible_devices, n, owner)
         self.tensorpipe_options = tensorpipe_options
         self.master_addr = master_addr
         self._local = launcher == "mp" and master_addr is None
@@ -206,28 +199,17 @@ class RemoteCollector(RemoteCollectorBase):
         self._dead: dict[int, int | None] = {}  # worker -> exit code, once its process ended
         self.weight_updater = self._resolve_updater(weight_updater, owner)
 
-        common = {"frames_per_batch": self._frames_per_worker, "total_frames": -1,
+        common = {"frames_per_batch": self._frames_per_worker,
                   "max_frames_per_traj": None if max_frames_per_traj in (None, -1) else max_frames_per_traj,
                   "init_random_frames": None if init_random_frames in (None, -1) else init_random_frames,
                   "reset_at_each_iter": reset_at_each_iter, "exploration_type": exploration_type,
                   **collector_options}
-        multi = not issubclass(self.collector_class, Collector)
         self._specs = []
         for i in range(n):
-            kwargs = dict(common)
-            for name in ("device", "storing_device", "env_device", "policy_device"):
-                if lists[name][i] is not None:
-                    kwargs[name] = lists[name][i]
-            kwargs.update(lists["collector_kwargs"][i] or {})
-            fn = lists["create_env_fn"][i]
-            if num_workers_per_collector > 1 or multi:
-                if isinstance(fn, EnvBase):
-                    raise TypeError(f"{owner}: with num_workers_per_collector > 1 or a multi-process collector_class, "
-                                    "create_env_fn must be callables, not env instances")
-                fn = [fn] * num_workers_per_collector
-            kwargs["create_env_fn"] = fn
-            if lists["policy_factory"][i] is not None:
-                kwargs["policy_factory"] = lists["policy_factory"][i]
+            kwargs = remote_collector_kwargs(
+                common, create_env_fn=lists["create_env_fn"][i], collector_class=self.collector_class,
+                num_envs=num_workers_per_collector, devices={name: lists[name][i] for name in DEVICES},
+                collector_kwargs=lists["collector_kwargs"][i], policy_factory=lists["policy_factory"][i], owner=owner)
             self._specs.append({"idx": i, "kwargs": kwargs, "collector_class": self.collector_class,
                                 "policy": policy if lists["policy_factory"][i] is None else None})
         self._closed = False
