@@ -16,7 +16,9 @@ minus the median of that batch alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import os
 import statistics
 import time
 import warnings
@@ -88,8 +90,29 @@ def build(args, torchrl: bool) -> dict:
     return out
 
 
-def push_latency(make_collector, policy, repeats: int) -> float:
-    """Median extra seconds that an ``update_policy_weights_`` adds to the next sync batch."""
+def shutdown_torchrl(collector) -> None:
+    """TorchRL's ``RayCollector.shutdown()``, then unlink the named semaphores its actors left.
+
+    Importing torchrl sets multiprocessing's start method to ``spawn``, and its
+    ``GymEnv(num_envs=8)`` runs gymnasium's ``AsyncVectorEnv`` in each actor, whose queue and locks
+    are then named semaphores (/dev/shm/sem.mp-*, 3 per actor here) that only the actor's
+    finalizers or its resource tracker unlink. ``shutdown()`` ends the actors with ``ray.kill``,
+    resource tracker included, so nothing does (18 names were left by a run of this bench). Only the names that this
+    collector's actor processes map are removed.
+    """
+    from reap_ray.testing import actor_pids
+    from reap_testing import shm_mapped_by, shm_segments
+
+    ours = {n for n in shm_mapped_by(actor_pids(collector.remote_collectors)) if n.startswith("sem.mp-")}
+    collector.shutdown()
+    for name in ours & shm_segments():
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/dev/shm/{name}")
+
+
+def push_latency(make_collector, policy, repeats: int, shutdown=None) -> float:
+    """Median extra seconds that an ``update_policy_weights_`` adds to the next sync batch; the
+    collector is stopped with ``shutdown(collector)`` if given, else its ``shutdown()``."""
     from tensordict import TensorDict
 
     collector = make_collector()
@@ -106,7 +129,10 @@ def push_latency(make_collector, policy, repeats: int) -> float:
         collector.update_policy_weights_(weights)
         next(it)
         pushed.append(time.perf_counter() - start)
-    collector.shutdown()
+    if shutdown is None:
+        collector.shutdown()
+    else:
+        shutdown(collector)
     return statistics.median(pushed) - statistics.median(plain)
 
 
@@ -136,8 +162,11 @@ def main() -> None:
             for name, (_, it) in cases.items():
                 time.sleep(args.settle)  # the previous case's queued rollouts end first
                 rates[name].append(rate(it, frames))
-        for collector, _ in cases.values():
-            collector.shutdown()
+        for name, (collector, _) in cases.items():
+            if name.startswith("torchrl"):
+                shutdown_torchrl(collector)
+            else:
+                collector.shutdown()
         med = {name: statistics.median(r) for name, r in rates.items()}
         rows = [["collector (2 workers x 8 Pendulum envs)", "frames/s", "x reap multi-process", "x torchrl Ray"]]
         figures = []
@@ -168,7 +197,8 @@ def main() -> None:
 
             peer_ms = push_latency(lambda: TorchRLRay(
                 [torchrl_pendulum] * 2, policy, frames_per_batch=16, total_frames=10**12, sync=True,
-                remote_configs={"num_cpus": 1, "num_gpus": 0, "memory": 2 * 1024**3}), policy, args.repeats)
+                remote_configs={"num_cpus": 1, "num_gpus": 0, "memory": 2 * 1024**3}), policy, args.repeats,
+                shutdown=shutdown_torchrl)
             rows.append(["torchrl RayCollector", f"{peer_ms * 1e3:.2f}"])
         figures.append(row(f"weight push, {n_params / 1e6:.1f}M-parameter MLP to 2 actors, then a one-step batch",
                            reap_torchrl=peer_ms / reap_ms if torchrl else None,

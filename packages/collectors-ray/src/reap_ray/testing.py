@@ -2,8 +2,9 @@
 
 :func:`local_ray` starts a Ray on 127.0.0.1 sized for a small machine and, when it ends,
 checks that no actor of reap's is alive, stops that Ray, and checks that no process it started
-is left. :class:`ExitingEnv` ends its own process with ``os._exit`` at a given step (the other
-faults are reap_mp.testing's ``CountingEnv(fail_at=, hang_at=, die_at=)``).
+is left. :class:`ExitingEnv` ends its own process with ``os._exit`` at a given step;
+:class:`HoldingEnv` stops at a given step, so that a test can act while an actor is inside that
+rollout (the other faults are reap_mp.testing's ``CountingEnv(fail_at=, hang_at=, die_at=)``).
 
 Examples:
     >>> from reap_ray.testing import REAP_ACTOR_CLASSES
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -60,6 +62,14 @@ def kill_actor(actor, timeout: float = 30.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"actor {actor} still answers {timeout} s after ray.kill")
+
+
+def actor_pids(actors) -> set[int]:
+    """Processes of these live Ray actors on this machine, with everything they started."""
+    from ray._private import state
+
+    pids = {state.actors(actor._actor_id.hex()).get("Pid") for actor in actors}
+    return set().union(*({pid} | descendant_pids(pid) for pid in pids if pid))
 
 
 def descendant_pids(pid: int) -> set[int]:
@@ -129,14 +139,34 @@ class ExitingEnv(CountingEnv):
         self.exit_at, self.exit_code, self.once_file = exit_at, exit_code, once_file
 
     def _step_into(self, action, t, root, nxt):
-        if self.steps + 1 == self.exit_at:
-            if self.once_file is None:
-                os._exit(self.exit_code)
-            try:
-                with open(self.once_file, "x"):
-                    pass
-            except FileExistsError:
-                pass
-            else:
-                os._exit(self.exit_code)
+        if self.steps + 1 == self.exit_at and (self.once_file is None or _first_here(self.once_file)):
+            os._exit(self.exit_code)
         super()._step_into(action, t, root, nxt)
+
+
+class HoldingEnv(CountingEnv):
+    """A ``CountingEnv`` that stops for ``hold_for`` seconds at step ``hold_at`` in the first
+    process to get there, which first creates ``once_file`` and writes into it the name of the
+    thread stepping it: a test waits for that file to know the actor is inside that rollout; a
+    restarted actor runs on.
+    """
+
+    def __init__(self, batch: int | None = None, *, hold_at: int, once_file: str, hold_for: float = 60.0,
+                 **kwargs):
+        super().__init__(batch, **kwargs)
+        self.hold_at, self.once_file, self.hold_for = hold_at, once_file, hold_for
+
+    def _step_into(self, action, t, root, nxt):
+        if self.steps + 1 == self.hold_at and _first_here(self.once_file, threading.current_thread().name):
+            time.sleep(self.hold_for)
+        super()._step_into(action, t, root, nxt)
+
+
+def _first_here(path: str, text: str = "") -> bool:
+    """Create ``path`` holding ``text``; False if it existed (another process got there first)."""
+    try:
+        with open(path, "x") as f:
+            f.write(text)
+            return True
+    except FileExistsError:
+        return False

@@ -45,3 +45,30 @@ def shm_segments() -> set[str]:
     """Names of the shared-memory segments in /dev/shm (torch's and multiprocessing's)."""
     shm = Path("/dev/shm")
     return {p.name for p in shm.iterdir()} if shm.is_dir() else set()
+
+
+def shm_mapped_by(pids) -> set[str]:
+    """Names in /dev/shm of the segments and named semaphores that processes ``pids`` map now.
+
+    A mapping is matched to its name by inode: glibc's ``sem_open`` maps a temporary file that it
+    then links under the semaphore's name, so /proc/PID/maps shows the temporary (deleted) name.
+    Record this while the processes run; what is still in /dev/shm after they end was leaked.
+    """
+    inodes = set()
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
+                inodes.add(int(fields[4]))
+    names = set()
+    for name in shm_segments():
+        try:
+            if os.stat(f"/dev/shm/{name}").st_ino in inodes:
+                names.add(name)
+        except OSError:
+            continue
+    return names
