@@ -11,7 +11,7 @@ from reap import Collector, GymEnv
 from reap_mp.testing import ConstantPolicy, env_fn
 from reap_ray import RayCollector, RayCollectorError
 from reap_ray.collector import actor_seed
-from reap_ray.testing import ExitingEnv, kill_actor, reap_actors_alive
+from reap_ray.testing import ExitingEnv, HoldingEnv, kill_actor, reap_actors_alive
 
 VERSION = ("collector", "policy_version")
 pytestmark = pytest.mark.slow  # each test starts Ray actors (torch imports): seconds each
@@ -80,6 +80,44 @@ def test_actor_exiting_mid_batch_is_restarted_and_the_lost_batch_redone(tmp_path
         # batch 1 died with the actor; its redo, by an actor built with weights 1, ran the latest
         assert [_weight(b) for b in batches] == [[9.0]] * 3
         assert [b[VERSION].unique().tolist() for b in batches] == [[1]] * 3
+
+
+def _wait_for(path, timeout: float = 30.0) -> str:
+    """The text of file ``path`` once it is there and not empty (at most ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while not (path.exists() and path.read_text()):
+        assert time.monotonic() < deadline, f"{path} was not written within {timeout} s"
+        time.sleep(0.02)
+    return path.read_text()
+
+
+def test_actor_killed_inside_a_prefetched_rollout_is_restarted_on_the_latest_weights(tmp_path):
+    # async: the actor hands back its first batch (steps 1-4) and at once starts its next rollout
+    # in the background, while the driver's request for it waits; that rollout holds at its first
+    # step (5), where the actor is killed. One actor, so no other delivers the lost batch.
+    held = tmp_path / "held"
+    make_env = functools.partial(HoldingEnv, hold_at=5, once_file=str(held))
+    policy = ConstantPolicy(1.0)
+    with RayCollector(make_env, policy.as_module(), num_collectors=1, frames_per_batch=4, total_frames=12,
+                      sync=False, max_restarts=1) as collector:
+        batches = []
+        with pytest.warns(RuntimeWarning, match=r"collector actor 0 died \(ActorDiedError\)"):
+            for batch in collector:
+                batches.append(batch)
+                if len(batches) == 1:
+                    policy.weight.data.fill_(5.0)
+                    collector.update_policy_weights_(policy)  # version 1, for the rollout after the prefetched one
+                    thread = _wait_for(held)  # the prefetched rollout is under way
+                    kill_actor(collector.remote_collectors[0])
+        assert [b.batch_size for b in batches] == [torch.Size([4])] * 3  # nothing lost or doubled
+        assert collector.frames == 12
+        assert collector.worker_restarts == [1]
+        # the lost batch is redone by the new actor, which starts on the latest weights
+        assert [b[VERSION].unique().tolist() for b in batches] == [[0], [1], [1]]
+        assert [_weight(b) for b in batches] == [[1.0], [5.0], [5.0]]
+        assert batches[1]["observation"][0, 0] == 0  # from the new actor's reset, not the held rollout
+        assert thread != "MainThread"  # the held rollout ran in the background: it was prefetched
+    assert not reap_actors_alive()
 
 
 def test_actor_dying_past_max_restarts_is_an_error_naming_it():
