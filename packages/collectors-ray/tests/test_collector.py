@@ -13,8 +13,9 @@ from reap import Collector, MultiCollector
 from reap.collectors.worker import TRAJ_ID_BLOCK
 from reap_mp.testing import ConstantPolicy, env_fn
 from reap_ray import RayCollector, RayReplayBuffer, RayWeightUpdater
-from reap_ray.testing import reap_actors_alive
+from reap_ray.testing import actor_pids, reap_actors_alive
 from reap_replay import LazyTensorStorage
+from reap_testing import shm_mapped_by, shm_segments
 
 VERSION = ("collector", "policy_version")
 WORKER = ("collector", "worker_id")
@@ -204,6 +205,11 @@ def test_collector_class_sync_runs_worker_processes_inside_each_actor(tmp_path):
         collector.update_policy_weights_({"module.weight": torch.tensor([4.0])})
         collector.total_frames = 24
         assert _weight(next(iter(collector))) == [4.0]
+        # the worker processes' locks are named semaphores: shutdown releases them before ray.kill
+        # (which ends the actor's resource tracker too)
+        semaphores = {n for n in shm_mapped_by(actor_pids(collector.remote_collectors)) if n.startswith("sem.mp-")}
+        assert semaphores
+    assert not semaphores & shm_segments()
 
 
 def test_profiling_traces_only_the_chosen_actors_and_times_each(tmp_path):
