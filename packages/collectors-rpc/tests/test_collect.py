@@ -23,7 +23,7 @@ def _weight(batch):
 def test_sync_layout_weights_worker_ids_seeds_and_loopback(cls, layout):
     policy = ConstantPolicy(1.0)
     with cls([env_fn(batch=2, episode_len=4)] * 2, policy.as_module(), frames_per_batch=16,
-             total_frames=48, sync=True) as collector:
+             total_frames=48, sync=True, visible_devices=["cpu", torch.device("cpu")]) as collector:
         # every socket of the driver and its workers listens on 127.0.0.1
         listening = listening_addresses([*collector.worker_pids, __import__("os").getpid()])
         assert ("127.0.0.1", collector.tcp_port) in listening

@@ -32,6 +32,10 @@ def test_busy_port_is_an_error_naming_it_and_starts_nothing():
     ({"collector_class": "parallel"}, r"collector_class must be a collector class or one of \('single', 'sync', 'async'\)"),
     ({"worker_timeout": 0}, "worker_timeout must be a positive number of seconds"),
     ({"weight_sync_schemes": {"policy": "ray"}}, "weight_sync_schemes must be"),
+    ({"visible_devices": "cuda:0"}, r"visible_devices names 'cuda:0', but reap's remote workers .*\(batch\.to\('cuda'\)"),
+    ({"visible_devices": [0, "cpu"]}, "visible_devices names 0"),  # an int is a CUDA index, as in torch
+    ({"visible_devices": ["cpu"]}, "visible_devices has 1 entries but there are 2 collectors"),
+    ({"visible_devices": 1.5}, "visible_devices must be devices"),
 ])
 def test_bad_arguments_fail_before_any_process_starts(kwargs, match):
     args = {"frames_per_batch": 4, **kwargs}

@@ -40,7 +40,9 @@ class RPCCollector(RemoteCollector):
     ``k`` batches after its last update: it is sent the central policy when due),
     ``tensorpipe_options``, ``launcher`` (``"mp"``, reap's default: worker processes on this
     machine; ``"torchrun"``; ``"submitit"``), ``tcp_port`` (the store's port; none: a free one),
-    ``slurm_kwargs``, ``visible_devices``, and ``num_collectors`` (else inferred from the lists).
+    ``slurm_kwargs``, ``visible_devices`` (``"cpu"`` or None, per collector: reap's workers hand
+    their batches over as CPU tensors; a CUDA device is refused), and ``num_collectors`` (else
+    inferred from the lists).
 
     reap adds, keyword-only: ``master_addr`` (the address every rank reaches the driver at;
     default 127.0.0.1, where everything binds), ``worker_timeout`` (seconds a worker may take
