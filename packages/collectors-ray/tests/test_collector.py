@@ -54,7 +54,7 @@ def test_sync_layout_weights_seeds_state_add_collectors_and_actors_kept_after_it
         collector.update_policy_weights_({"module.weight": torch.tensor([5.0])}, worker_ids=[1])
         batch = next(iter(collector))
         assert _weight(batch[0]) == [12.0] and _weight(batch[1]) == [5.0]
-        with pytest.raises(ValueError, match="worker_ids must be collector indices"):
+        with pytest.raises(ValueError, match=r"worker_ids must be worker indices in \[0, 2\)"):
             collector.update_policy_weights_(policy, worker_ids=[3])
         # seeds: reproducible, distinct per actor
         collector.set_seed(7)
@@ -77,6 +77,8 @@ def test_sync_layout_weights_seeds_state_add_collectors_and_actors_kept_after_it
         assert batch.batch_size == torch.Size([3, 2, 4])
         assert batch[WORKER][:, 0, 0].tolist() == [0, 1, 2]
         assert batch[TRAJ][2].min().item() >= 2 * TRAJ_ID_BLOCK
+        # it runs the central policy as it is now (12.0), not as it was at construction (1.0)
+        assert _weight(batch[2]) == [12.0] and batch[VERSION][2].unique().tolist() == [collector.policy_version]
         asyncio.run(collector.async_shutdown())
         assert collector._closed and not reap_actors_alive()
     assert collector.remote_collectors and collector._closed

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from reap_mp.testing import CountingEnv
-from reap_testing import child_pids
+from reap_testing.leaks import descendant_pids
 
 REAP_ACTOR_CLASSES = ("CollectorActor", "ReplayBufferActor")
 #: A Ray small enough for a 2-core CI machine, with room for a few one-CPU actors.
@@ -70,16 +70,6 @@ def actor_pids(actors) -> set[int]:
 
     pids = {state.actors(actor._actor_id.hex()).get("Pid") for actor in actors}
     return set().union(*({pid} | descendant_pids(pid) for pid in pids if pid))
-
-
-def descendant_pids(pid: int) -> set[int]:
-    """Live descendants of ``pid`` (children, their children, ...)."""
-    out, todo = set(), [pid]
-    while todo:
-        children = child_pids(todo.pop())
-        out |= children
-        todo.extend(children)
-    return out
 
 
 def processes_of_session(session_dir: str) -> set[int]:

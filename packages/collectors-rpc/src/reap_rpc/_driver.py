@@ -449,12 +449,14 @@ class RemoteCollector(RemoteCollectorBase):
 
     # ---- shutdown -----------------------------------------------------------------------------------
     def shutdown(self, timeout: float | None = None) -> None:
-        """Stop every worker, the transport (RPC agent, process group) and the store; waits at
-        most ``timeout`` s (default 10) for the workers to leave before killing them."""
+        """Stop every worker, the transport (RPC agent, process group) and the store. Calls in
+        flight may end and the workers may leave within ``timeout`` s (default 10) in all; those
+        still running then are terminated, and killed a few seconds later."""
         if self.__dict__.get("_closed", True):
             return
         self._closed = True
         grace = 10.0 if timeout is None else float(timeout)
+        deadline = time.monotonic() + grace
         try:
             hook().reap_collector_shutdown(collector=self, worker_idx=-1)
         finally:
@@ -463,12 +465,13 @@ class RemoteCollector(RemoteCollectorBase):
                 for idx in list(self._awaiting):
                     self._release(idx)
             finally:
+                left = max(0.0, deadline - time.monotonic())  # one budget for the calls and the exits
                 if self._launcher is not None:
-                    self._launcher.stop(grace)
+                    self._launcher.stop(left)
                 if self.__dict__.get("_jobs"):
                     from reap_rpc.submitit import stop_jobs
 
-                    stop_jobs(self._jobs, grace)
+                    stop_jobs(self._jobs, left)
                 self._close_transport()
                 self._waiters.clear()
                 self._store = self._server = None
