@@ -387,6 +387,18 @@ class RemoteCollector(RemoteCollectorBase):
     def _busy_workers(self) -> set[int]:
         return self._busy
 
+    def _await_requests(self, timeout: float) -> None:
+        """Wait at most ``timeout`` s for the collect requests in flight to be answered (or their
+        workers to die), dropping their batches. Each answer is an event on the driver's queue:
+        nothing polls."""
+        deadline = time.monotonic() + timeout
+        while self._busy:
+            try:
+                idx, _, _ = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            self._busy.discard(idx)
+
     def _send_request(self, idx: int, payload, version: int, prefetch: bool) -> None:
         """Send worker ``idx`` its collect request (the transport's part)."""
         raise NotImplementedError

@@ -9,8 +9,6 @@
 * :func:`init_rpc_agent`: a TensorPipe RPC agent on a store, started without the gloo group
   ``torch.distributed.rpc.init_rpc`` builds on the host name's interface (and without touching
   torch's RPC backend registry); on one machine its TCP transport listens on 127.0.0.1.
-* :func:`wait_rpc_calls`: wait (bounded) until this process's RPC calls have their answers,
-  so that the agent can be closed without a read left pending on a pipe.
 * :func:`wait_keys`: wait (bounded) until keys are set, without raising.
 
 Examples:
@@ -30,7 +28,6 @@ import datetime
 import errno
 import os
 import socket
-import time
 
 import torch.distributed as dist
 
@@ -146,25 +143,6 @@ def rpc_agent_running() -> bool:
     from torch.distributed.rpc import api
 
     return bool(api._is_current_rpc_agent_set())
-
-
-def wait_rpc_calls(timeout: float) -> bool:
-    """Wait at most ``timeout`` s until no RPC call this process sent is waiting for its answer;
-    whether none is. A TensorPipe agent logs a warning for each read still pending on a pipe
-    when that pipe breaks: a call whose answer never came. TensorPipe offers no event for it:
-    its ``agent.client_active_calls`` count is read every few milliseconds."""
-    from torch.distributed.rpc import api
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if int(api._get_current_rpc_agent().get_metrics()["agent.client_active_calls"]) == 0:
-                return True
-        except Exception:  # no agent (any more): nothing is waiting
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.005)
 
 
 def wait_keys(store, keys: list[str], timeout: float) -> bool:

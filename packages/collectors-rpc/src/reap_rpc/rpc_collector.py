@@ -17,7 +17,6 @@ from reap_rpc._rendezvous import (
     init_rpc_agent,
     rpc_agent_running,
     wait_keys,
-    wait_rpc_calls,
 )
 from reap_rpc._worker import _rpc_call, _rpc_collect, worker_name
 from reap_rpc.weight_sync import RPCWeightSyncScheme
@@ -127,8 +126,8 @@ class RPCCollector(RemoteCollector):
         # _worker._serve_rpc); ours closes once they are gone (_close_transport).
         self._quiet_by = None
         if self.__dict__.get("_agent") and self.__dict__.get("_failure") is None:
-            wait_rpc_calls(grace)
             self._quiet_by = time.monotonic() + grace
+            self._await_requests(grace)
         if self._store is not None:
             try:
                 self._store.set("stop", b"1")
