@@ -277,3 +277,34 @@ def test_close_waits_for_the_rollout_ahead_and_stops_its_thread():
         if t.name.startswith("reap-prefetch-0"):
             t.join(5.0)
             assert not t.is_alive()
+
+
+def test_serve_collect_times_out_on_a_rollout_ahead_that_does_not_end():
+    import threading
+
+    release = threading.Event()
+
+    class Stalling(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 1)
+            self.calls, self.limit = 0, None
+
+        def forward(self, observation):
+            self.calls += 1
+            if self.limit is not None and self.calls > self.limit:
+                release.wait(10.0)
+            return self.linear(observation)
+
+    policy = TensorDictModule(Stalling(), in_keys=["observation"], out_keys=["action"])
+    worker = CollectorWorker(1, Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4))
+    try:
+        policy.module.limit = policy.module.calls + 4  # the rollout started ahead stalls
+        worker.serve_collect(prefetch=True)
+        with pytest.raises(TimeoutError, match=r"the rollout started ahead did not end within 0.2 s"):
+            worker.serve_collect(timeout=0.2)
+        release.set()  # it ends; the next request gets its batch
+        assert worker.serve_collect(timeout=10.0).numel() == 4
+    finally:
+        release.set()
+        worker.close()

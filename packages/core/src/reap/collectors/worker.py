@@ -29,6 +29,7 @@ import contextlib
 import traceback as _traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import numpy as np
 import torch
@@ -197,7 +198,11 @@ class CollectorWorker:
                 self.receive_weights(weights, version)
             batch = self.collect()
         else:
-            batch = ahead.result(timeout=timeout)
+            try:
+                batch = ahead.result(timeout=timeout)
+            except FutureTimeout:
+                self._ahead = ahead  # still running: a later request or close() waits for it again
+                raise TimeoutError(f"the rollout started ahead did not end within {timeout:g} s") from None
             if weights is not None:
                 self.receive_weights(weights, version)
         if prefetch:
