@@ -120,8 +120,8 @@ def test_rollout_keyword_arguments():
         env.rollout(2, auto_reset=False)
     with pytest.raises(ValueError, match="max_steps must be a positive int"):
         env.rollout(0)
-    with pytest.raises(NotImplementedError, match="break_when_any_done=False"):
-        env.rollout(2, break_when_all_done=True)
+    td = env.rollout(6, actions=ones, break_when_all_done=True)  # one env: stops at its end
+    assert td["next", "observation"].flatten().tolist() == [1.0, 2.0, 3.0]
 
 
 def test_step_mdp_moves_next_up():

@@ -206,6 +206,17 @@ class EnvBase:
         nxt["truncated"][t] = truncated
         nxt["done"][t] = done | terminated | truncated
 
+    def _partial_step_into(self, action, t: int, root: dict, nxt: dict, mask: np.ndarray) -> None:
+        """Step the envs selected by ``mask`` (batch-shaped, some False) and write ``nxt[key][t]``.
+
+        The rows of the others are the caller's to overwrite. This default cannot leave one env
+        of a batch alone: it resets the others (a finished gymnasium sub-env may not be stepped
+        again before a reset) and steps the whole batch. Batched envs that can step some of
+        their envs only (``SerialEnv``) override it.
+        """
+        self._reset_into(root, t, ~mask)
+        self._step_into(action, t, root, nxt)
+
     # ---- TorchRL-style hooks for custom envs --------------------------------------------
     def _reset(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise NotImplementedError(
@@ -267,7 +278,12 @@ class EnvBase:
         return out.clone()
 
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Step with ``tensordict[action_key]``; writes and returns ``tensordict["next"]``."""
+        """Step with ``tensordict[action_key]``; writes and returns ``tensordict["next"]``.
+
+        A boolean ``"_step"`` entry (batch-shaped, as in TorchRL's partial steps) steps only the
+        envs where it is True: the ``"next"`` entries of the others are zeros (all of them
+        skipped: their root observations and flags, a zero reward).
+        """
         if self.action_key not in tensordict.keys():
             raise KeyError(f"step: the input has no {self.action_key!r} entry (the action)")
         root, nxt, root_td, next_td = self.allocate(1)
@@ -282,10 +298,29 @@ class EnvBase:
                 nxt[key][0] = root[key][0]
         action = tensordict[self.action_key]
         root[self.action_key][0] = action.numpy(force=True)
-        self._step_into(root[self.action_key][0], 0, root, nxt)
+        partial = tensordict.get("_step", None)
+        mask = None if partial is None else partial.reshape(self.batch_size).numpy(force=True)
+        if mask is None or mask.all():
+            self._step_into(root[self.action_key][0], 0, root, nxt)
+        else:
+            self._skip_envs(root, nxt, mask)
         self._stash_hidden(root, nxt)
         tensordict.set("next", self._visible(next_td[0]).clone())
         return tensordict
+
+    def _skip_envs(self, root: dict, nxt: dict, mask: np.ndarray) -> None:
+        """One step of the envs selected by ``mask``; the others' next rows as TorchRL fills them."""
+        idle = ~mask
+        if mask.any():
+            self._partial_step_into(root[self.action_key][0], 0, root, nxt, mask)
+            for key, value in nxt.items():
+                if is_hidden(key) and key in root:  # internal state stays the root's
+                    value[0][idle] = root[key][0][idle]
+                else:
+                    value[0][idle] = 0
+            return
+        for key, value in nxt.items():  # nothing stepped: the root carries over
+            value[0] = root[key][0] if key in root else 0
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Write a random action drawn from ``action_spec`` into ``tensordict``."""
@@ -321,19 +356,23 @@ class EnvBase:
 
         Keyword arguments follow TorchRL's ``EnvBase.rollout``: ``break_when_any_done`` (default
         True) stops after the first step where any env is done, otherwise done envs are reset and
-        the rollout goes on; ``auto_reset=False`` starts from ``tensordict``; ``actions`` replays
-        precomputed actions; ``callback(env, td)`` runs after each step; ``set_truncated`` marks
-        the last step truncated; ``return_contiguous=False`` returns a lazy stack.
+        the rollout goes on; ``break_when_all_done=True`` (then ``break_when_any_done`` defaults
+        to False) stops after the step where the last env is done: a done env is not reset, its
+        entries in the later steps repeat its last step, and the others step on (TorchRL's
+        partial steps; see ``_partial_step_into``); ``auto_reset=False`` starts from
+        ``tensordict``; ``actions`` replays precomputed actions; ``callback(env, td)`` runs after
+        each step; ``set_truncated`` marks the last step truncated; ``return_contiguous=False``
+        returns a lazy stack.
         """
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"rollout: max_steps must be a positive int, got {max_steps!r}")
-        if break_when_all_done:
-            raise NotImplementedError(
-                "rollout: break_when_all_done is not supported by reap envs; use "
-                "break_when_any_done=False (done envs are reset) and a fixed max_steps"
+        if break_when_all_done and break_when_any_done:
+            raise TypeError(
+                "rollout: break_when_all_done and break_when_any_done cannot both be True; pass "
+                "break_when_all_done=True alone (break_when_any_done then defaults to False)"
             )
         if break_when_any_done is None:
-            break_when_any_done = True
+            break_when_any_done = not break_when_all_done
         if actions is not None:
             if policy is not None:
                 raise ValueError("rollout: pass policy or actions, not both")
@@ -342,16 +381,13 @@ class EnvBase:
         if not auto_reset and tensordict is None:
             raise ValueError("rollout: auto_reset=False needs the initial tensordict= to start from")
         td = self.reset(tensordict) if auto_reset else tensordict
+        if break_when_all_done:
+            steps = self._rollout_until_all_done(td, max_steps, policy, callback, actions,
+                                                 set_truncated, storing_device)
+            return self._stack_steps(steps, return_contiguous, out)
         steps = []
         for i in range(max_steps):
-            if actions is not None:
-                td.set(self.action_key, torch.as_tensor(actions[i]))
-            elif policy is not None:
-                result = policy(td)
-                if result is not None and result is not td:
-                    td.update(result)
-            else:
-                self.rand_action(td)
+            self._act(td, policy, actions, i)
             td = self.step(td)
             if set_truncated and i == max_steps - 1:
                 for key in ("truncated", "done"):
@@ -365,6 +401,53 @@ class EnvBase:
             td = self._step_mdp(td)
             if callback is not None:
                 callback(self, td)
+        return self._stack_steps(steps, return_contiguous, out)
+
+    def _rollout_until_all_done(self, td, max_steps, policy, callback, actions, set_truncated,
+                                storing_device) -> list:
+        """``rollout``'s steps under ``break_when_all_done=True``.
+
+        ``"_step"`` (batch-shaped, with a trailing dim of 1) marks the envs not done yet; it is in
+        the TensorDict the policy and the callback see, as in TorchRL, but not in the output.
+        """
+        steps = []
+        running = None  # every env steps, until the first one is done
+        for i in range(max_steps):
+            self._act(td, policy, actions, i)
+            td = self.step(td)
+            entry = td if storing_device is None else td.to(storing_device)
+            if running is not None:  # done envs: their last step again
+                entry = torch.where(running.reshape(self.batch_size), entry.exclude("_step"), steps[-1])
+            steps.append(entry)
+            if i == max_steps - 1:
+                break
+            done = td["next", "done"].reshape(*self.batch_size, 1)
+            td = self._step_mdp(td, reset=False)
+            if done.any():
+                running = ~done if running is None else running & ~done
+                if not running.any():
+                    break
+            if running is not None:
+                td.set("_step", running.clone())
+            if callback is not None:
+                callback(self, td)
+        if set_truncated:  # TorchRL marks the last step of every env, done or not
+            last = steps[-1] = steps[-1].clone()
+            last["next", "truncated"] = torch.ones_like(last["next", "truncated"])
+            last["next", "done"] = torch.ones_like(last["next", "done"])
+        return steps
+
+    def _act(self, td, policy, actions, i: int) -> None:
+        if actions is not None:
+            td.set(self.action_key, torch.as_tensor(actions[i]))
+        elif policy is not None:
+            result = policy(td)
+            if result is not None and result is not td:
+                td.update(result)
+        else:
+            self.rand_action(td)
+
+    def _stack_steps(self, steps: list, return_contiguous, out):
         dim = len(self.batch_size)
         if return_contiguous or return_contiguous is None:
             result = torch.stack(steps, dim=dim)
@@ -375,13 +458,15 @@ class EnvBase:
             return out
         return result
 
-    def _step_mdp(self, td: TensorDictBase) -> TensorDict:
+    def _step_mdp(self, td: TensorDictBase, *, reset: bool = True) -> TensorDict:
+        """The root of the next step; done envs are reset unless ``reset=False`` (they keep
+        their flags and observations, as TorchRL's ``step_mdp``)."""
         nxt = td["next"]
         root = TensorDict({k: nxt[k] for k in self.state_keys if not is_hidden(k)}, batch_size=self.batch_size)
         for key in FLAG_KEYS:
-            root[key] = torch.zeros_like(nxt[key])
+            root[key] = torch.zeros_like(nxt[key]) if reset else nxt[key]
         done = nxt["done"].reshape(self.batch_size)
-        if done.any():
+        if reset and done.any():
             reset_in = root.clone()
             reset_in["_reset"] = nxt["done"]
             root = self.reset(reset_in)

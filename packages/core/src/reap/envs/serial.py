@@ -110,6 +110,15 @@ class SerialEnv(EnvBase):
         for i, (env, sub_root, sub_next) in enumerate(subs):
             env._step_into(action[i], t, sub_root, sub_next)
 
+    def _partial_step_into(self, action, t, root, nxt, mask):
+        # a sub-env whose mask is all False is not stepped at all (TorchRL's SerialEnv does so)
+        subs = zip(self.envs, self._split(root), self._split(nxt))
+        for i, (env, sub_root, sub_next) in enumerate(subs):
+            if mask[i].all():
+                env._step_into(action[i], t, sub_root, sub_next)
+            elif mask[i].any():
+                env._partial_step_into(action[i], t, sub_root, sub_next, mask[i])
+
     def _set_seed(self, seed):
         for env in self.envs:
             seed = env.set_seed(seed)

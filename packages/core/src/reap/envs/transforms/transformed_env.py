@@ -186,6 +186,7 @@ class TransformedEnv(EnvBase):
         super().__init__(batch_size=env.batch_size, device=env.device)
         self.base_env = env
         self.transforms: list[Transform] = []
+        self._step_mask = None  # the envs a partial step steps (see _partial_step_into)
         self._restart()
         if transform is not None:
             self.append_transform(transform)
@@ -361,7 +362,10 @@ class TransformedEnv(EnvBase):
         self._active_views = views  # what FrameSkipTransform repeats
         self._active_action = action
         root, nxt = views[0]
-        self.base_env._step_into(action, t, root, nxt)
+        if self._step_mask is None:
+            self.base_env._step_into(action, t, root, nxt)
+        else:
+            self.base_env._partial_step_into(action, t, root, nxt, self._step_mask)
         chain = self._on_step if stage == len(self.transforms) else self._on_step[:stage]
         for on_step, index in chain:
             r, x = views[index]
@@ -375,6 +379,15 @@ class TransformedEnv(EnvBase):
     def _step_into(self, action, t, root, nxt):
         views = self._views(root, nxt)
         self._step_upto(len(self.transforms), action, t, views)
+
+    def _partial_step_into(self, action, t, root, nxt, mask):
+        # the base env steps what it can of the batch (repeats by FrameSkipTransform too); the
+        # transforms run on every row, as TorchRL's do on the zeros of the envs not stepped
+        self._step_mask = mask
+        try:
+            self._step_into(action, t, root, nxt)
+        finally:
+            self._step_mask = None
 
     def _set_seed(self, seed):
         self.base_env._set_seed(seed)
