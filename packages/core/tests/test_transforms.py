@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 import torch
 
@@ -78,31 +77,214 @@ def test_observation_norm_and_init_stats():
         TransformedEnv(GymEnv("Pendulum-v1"), ObservationNorm(0.0, 1.0, in_keys=["pixels"]))
 
 
-def test_vec_norm_matches_decayed_running_statistics():
-    decay = 0.9
-    env = TransformedEnv(CountingEnv(limit=100.0), VecNorm(decay=decay, eps=1e-4))
-    td = env.rollout(5, policy=ONES)
-    raw = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # reset, then five steps
-    s = ss = n = 0.0
-    expected = []
-    for x in raw:
-        s, ss, n = s * decay + x, ss * decay + x * x, n * decay + 1
-        mean = s / n
-        std = max(np.sqrt(max(ss / n - mean * mean, 0.0)), 1e-4)
-        expected.append((x - mean) / std)
-    got = [td["observation"][0].item()] + td["next", "observation"].flatten().tolist()
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+# TorchRL 0.14.1's VecNorm(decay=0.9, eps=1e-4) (default in_keys: observation and reward) on
+# Pendulum-v1 after env.set_seed(0), under the actions PENDULUM_ACTIONS (recorded once; CI has no
+# TorchRL, tests/test_transforms_torchrl.py compares the two live).
+PENDULUM_ACTIONS = [torch.tensor([v]) for v in torch.linspace(-2, 2, 30).tolist()[:5]]
+TORCHRL_PENDULUM = {
+    ("next", "observation"): [
+        [-0.7567226886749268, 0.9486809968948364, -0.9486826658248901],
+        [-1.0994731187820435, 1.1870931386947632, -1.1107326745986938],
+        [-0.9559378027915955, 1.3051732778549194, -1.1441267728805542],
+        [-0.15689891576766968, 1.3623145818710327, -1.1050949096679688],
+        [1.3686100244522095, 1.380091905593872, -1.0023107528686523],
+    ],
+    ("next", "reward"): [[0.0], [-0.9487990140914917], [-1.185163140296936], [-1.2177295684814453],
+                         [-0.2470644861459732]],
+}
+TORCHRL_PENDULUM_STATS = {
+    "observation_sum": [-4.607432842254639, 0.06900115311145782, -9.39706802368164],
+    "observation_ssq": [4.531468391418457, 0.15412141382694244, 20.164255142211914],
+    "observation_count": [4.685589790344238],  # the reset and 5 steps, decayed
+    "reward_sum": [-38.688655853271484],
+    "reward_ssq": [367.00360107421875],
+    "reward_count": [4.095099925994873],  # 5 steps: the reward is not updated on reset
+}
+
+
+def seeded_like_torchrl(env):
+    """TorchRL's ``env.set_seed(0)`` resets the base env with the seed, outside the transforms."""
+    env.base_env.set_seed(0)
+    env.base_env.reset()
+    return env
+
+
+def test_vec_norm_gives_torchrl_values_on_pendulum():
+    vecnorm = VecNorm(decay=0.9, eps=1e-4)
+    env = seeded_like_torchrl(TransformedEnv(GymEnv("Pendulum-v1"), vecnorm))
+    td = env.rollout(5, actions=PENDULUM_ACTIONS)
+    assert vecnorm.in_keys == ["observation", "reward"]
+    assert td["observation"][0].tolist() == [0.0, 0.0, 0.0]  # the first value normalises to 0
+    for key, expected in TORCHRL_PENDULUM.items():
+        assert td[key].dtype == torch.float32
+        torch.testing.assert_close(td[key], torch.tensor(expected), rtol=0, atol=1e-7)
+    torch.testing.assert_close(td["observation"][1:], td["next", "observation"][:-1], rtol=0, atol=0)
+    stats = vecnorm.get_extra_state()
+    assert sorted(stats) == sorted(TORCHRL_PENDULUM_STATS)
+    for name, expected in TORCHRL_PENDULUM_STATS.items():
+        assert stats[name].dtype == torch.float32, name
+        torch.testing.assert_close(stats[name], torch.tensor(expected), rtol=1e-6, atol=1e-6)
+    assert type(env.observation_spec["observation"]).__name__ == "Unbounded"  # was Bounded
+
+
+def test_vec_norm_eps_bounds_the_variance_and_resets_update_the_statistics():
+    # TorchRL's VecNorm(in_keys=["observation"], decay=0.99, eps=1e-2) on CartPole-v1 after
+    # set_seed(0), always pushing right: the pole falls at step 9 and the env is reset
+    vecnorm = VecNorm(in_keys=["observation"], decay=0.99, eps=1e-2)
+    env = seeded_like_torchrl(TransformedEnv(GymEnv("CartPole-v1"), vecnorm))
+    td = env.rollout(12, actions=[torch.tensor(1)] * 12, break_when_any_done=False)
+    assert td["next", "done"].squeeze(-1).nonzero().flatten().tolist() == [9]
+    expected_next = [[0.9606168270111084, 1.5400582551956177, -1.3827223777770996, -1.5840814113616943],
+                     [1.1945300102233887, 1.551453709602356, -1.7427119016647339, -1.6065632104873657],
+                     [-0.7582795023918152, -0.9958764910697937, 0.9076167345046997, 0.9448633193969727]]
+    after_reset = [-0.8343961238861084, -1.3859145641326904, 0.9982539415359497, 1.3057276010513306]
+    torch.testing.assert_close(td["next", "observation"][8:11], torch.tensor(expected_next), rtol=0, atol=1e-7)
+    torch.testing.assert_close(td["observation"][10], torch.tensor(after_reset), rtol=0, atol=1e-7)
+    count = vecnorm.get_extra_state()["observation_count"]
+    torch.testing.assert_close(count, torch.tensor([13.125418663024902]))  # 2 resets + 12 steps
+
+
+def test_vec_norm_partial_reset_counts_only_the_envs_reset():
+    # TorchRL folds every env of the reset tensordict into the statistics on a partial reset,
+    # counting the envs that were not reset a second time; reap counts the envs that are reset
+    actions = [torch.tensor([1, i % 2]) for i in range(12)]  # env 0 falls, env 1 does not
+    vecnorm = VecNorm(in_keys=["observation"], decay=1.0)
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), vecnorm)
+    env.set_seed(0)
+    td = env.rollout(12, actions=actions, break_when_any_done=False)
+    raw_env = GymEnv("CartPole-v1", num_envs=2)
+    raw_env.set_seed(0)
+    raw = raw_env.rollout(12, actions=actions, break_when_any_done=False)
+    (done,) = raw["next", "done"].squeeze(-1).nonzero().tolist()
+    assert done[0] == 0 and done[1] < 11, done  # env 0 alone was reset, once
+    t = done[1]
+    stats = vecnorm.get_extra_state()
+    assert stats["observation_count"].item() == 2 + 12 * 2 + 1
+    expected_sum = raw["observation"][:, 0].sum(0) + raw["next", "observation"].sum((0, 1)) + raw["observation"][0, t + 1]
+    torch.testing.assert_close(stats["observation_sum"], expected_sum)
+    torch.testing.assert_close(td["observation"][1, t + 1], td["next", "observation"][1, t], rtol=0, atol=0)
+
+
+def test_vec_norm_loc_scale_denorm_and_to_observation_norm():
+    vecnorm = VecNorm(in_keys=["observation"], decay=0.9, eps=1e-4)
+    env = seeded_like_torchrl(TransformedEnv(GymEnv("Pendulum-v1"), vecnorm))
+    td = env.rollout(5, actions=PENDULUM_ACTIONS)
+    loc = torch.tensor([-0.9833196997642517, 0.0147262467071414, -2.0055251121520996])  # TorchRL's
+    scale = torch.tensor([0.013773946091532707, 0.18076442182064056, 0.5304060578346252])
+    torch.testing.assert_close(vecnorm.loc["observation"], loc)
+    torch.testing.assert_close(vecnorm.scale["observation"], scale)
+    assert vecnorm.standard_normal
+    norm = vecnorm.to_observation_norm()
+    assert isinstance(norm, ObservationNorm) and norm.in_keys == ["observation"]
+    torch.testing.assert_close(norm.loc, loc)
+    torch.testing.assert_close(norm.scale, scale)
+    raw = seeded_like_torchrl(TransformedEnv(GymEnv("Pendulum-v1"))).rollout(5, actions=PENDULUM_ACTIONS)
+    last = td["next"][-1:]  # normalised with the statistics as they are now
+    torch.testing.assert_close(vecnorm.denorm(last)["observation"], raw["next", "observation"][-1:])
+    two = VecNorm(decay=0.9)
+    TransformedEnv(GymEnv("Pendulum-v1"), two).rollout(2)
+    assert [t.in_keys for t in two.to_observation_norm()] == [["observation"], ["reward"]]
+
+
+def test_vec_norm_freeze_and_frozen_copy():
+    vecnorm = VecNorm(in_keys=["observation"], decay=0.9)
+    env = TransformedEnv(GymEnv("Pendulum-v1"), vecnorm)
+    with pytest.raises(RuntimeError, match="add the VecNorm to a TransformedEnv first"):
+        VecNorm().frozen_copy()
+    env.rollout(3)
+    frozen = vecnorm.frozen_copy()
+    assert frozen.frozen and not vecnorm.frozen
+    before = {k: v.clone() for k, v in vecnorm.get_extra_state().items()}
+    eval_env = TransformedEnv(GymEnv("Pendulum-v1"), frozen)
+    eval_env.set_seed(1)
+    td = eval_env.rollout(4, actions=PENDULUM_ACTIONS[:4])
+    torch.testing.assert_close(vecnorm.get_extra_state(), before)  # the copy left the source alone
+    torch.testing.assert_close(frozen.get_extra_state(), before)  # and did not update its own
+    raw = TransformedEnv(GymEnv("Pendulum-v1"))
+    raw.set_seed(1)
+    expected = (raw.rollout(4, actions=PENDULUM_ACTIONS[:4])["next", "observation"] - vecnorm.loc["observation"]) / vecnorm.scale["observation"]
+    torch.testing.assert_close(td["next", "observation"], expected)
+    vecnorm.freeze()
+    env.rollout(3)
+    torch.testing.assert_close(vecnorm.get_extra_state(), before)
+    vecnorm.unfreeze()
+    env.rollout(1)
+    assert vecnorm.get_extra_state()["observation_count"].item() > before["observation_count"].item()
+
+
+def test_vec_norm_state_dict_roundtrip_keeps_shared_statistics():
+    vecnorm = VecNorm(in_keys=["observation"])
+    TransformedEnv(GymEnv("Pendulum-v1"), vecnorm).rollout(3)
+    state = vecnorm.state_dict()
+    assert list(state) == ["_extra_state"]  # as TorchRL's nn.Module state_dict
+    assert sorted(state["_extra_state"]) == ["observation_count", "observation_ssq", "observation_sum"]
+    other = VecNorm(in_keys=["observation"]).share_memory()
+    TransformedEnv(GymEnv("Pendulum-v1"), other)
+    other.load_state_dict(state)
+    torch.testing.assert_close(other.get_extra_state(), vecnorm.get_extra_state())
+    assert other.get_extra_state()["observation_sum"].is_shared()
+    with pytest.raises(KeyError, match="expected the key '_extra_state'"):
+        other.load_state_dict({"observation.sum": torch.zeros(3)})
 
 
 def test_vec_norm_statistics_are_shared():
-    first = VecNorm()
+    first = VecNorm(decay=1.0)
     env1 = TransformedEnv(CountingEnv(limit=100.0), first.share_memory())
-    env2 = TransformedEnv(CountingEnv(limit=100.0), VecNorm(shared_data=first.get_extra_state()))
+    env2 = TransformedEnv(CountingEnv(limit=100.0), VecNorm(shared_td=first.get_extra_state(), decay=1.0))
     env1.rollout(3, policy=ONES)
     env2.rollout(3, policy=ONES)
-    count = first.get_extra_state()["observation"]["count"].item()
-    assert count == pytest.approx(8 * 1.0, rel=1e-3)  # 2 resets + 6 steps, barely decayed
-    assert first.get_extra_state()["observation"]["sum"].is_shared()
+    stats = first.get_extra_state()
+    assert stats["observation_count"].item() == 8.0  # 2 resets + 6 steps
+    assert stats["reward_count"].item() == 6.0
+    assert stats["observation_sum"].is_shared()
+    with pytest.raises(RuntimeError, match="shared_td must be in shared memory"):
+        VecNorm(shared_td={k: v.clone() for k, v in stats.items()})
+
+
+@pytest.mark.slow
+def test_vec_norm_statistics_are_shared_with_another_process():
+    import torch.multiprocessing as mp
+
+    vecnorm = VecNorm(decay=1.0).share_memory()
+    env = TransformedEnv(CountingEnv(limit=100.0), vecnorm)
+    child = mp.get_context("spawn").Process(target=env.rollout, args=(3,), kwargs={"actions": [torch.ones(1)] * 3})
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0
+    stats = vecnorm.get_extra_state()
+    assert stats["observation_count"].item() == 4.0  # the child's reset and 3 steps, seen here
+    assert stats["observation_sum"].item() == 0.0 + 1.0 + 2.0 + 3.0
+
+
+def test_vec_norm_holds_the_lock_while_updating():
+    class RecordingLock:  # a multiprocessing lock in real use; this one says when it is held
+        held = 0
+
+        def __enter__(self):
+            self.held += 1
+
+        def __exit__(self, *exc):
+            return False
+
+    lock = RecordingLock()
+    TransformedEnv(CountingEnv(limit=100.0), VecNorm(lock=lock)).rollout(3, policy=ONES)
+    assert lock.held == 4  # the reset and 3 steps
+
+
+def test_vec_norm_bad_arguments():
+    with pytest.raises(ValueError, match="new_api=True asks for TorchRL's VecNormV2"):
+        VecNorm(new_api=True)
+    VecNorm(new_api=False)
+    with pytest.raises(ValueError, match="decay must be in"):
+        VecNorm(decay=0.0)
+    with pytest.raises(ValueError, match="eps must be > 0"):
+        VecNorm(eps=0.0)
+    with pytest.raises(ValueError, match=r"out_keys=\['obs_norm'\] must be the in_keys.*create_copy=True"):
+        VecNorm(in_keys=["observation"], out_keys=["obs_norm"])
+    with pytest.raises(TypeError, match="in_key 'step_count' has dtype torch.int64"):
+        TransformedEnv(GymEnv("Pendulum-v1"), Compose(StepCounter(), VecNorm(in_keys=["step_count"])))
+    with pytest.warns(UserWarning, match="no statistics yet"):
+        assert VecNorm().get_extra_state() is None
 
 
 def test_compose_and_bad_arguments():
@@ -111,7 +293,5 @@ def test_compose_and_bad_arguments():
     assert set(env.state_keys) == {"observation", "step_count", "episode_reward"}
     with pytest.raises(ValueError, match="max_steps must be a positive int"):
         StepCounter(0)
-    with pytest.raises(ValueError, match="decay must be in"):
-        VecNorm(decay=0.0)
     with pytest.raises(TypeError, match="expected a Transform"):
         env.append_transform(lambda x: x)

@@ -157,3 +157,47 @@ def test_step_mdp_matches_torchrl(kwargs):
     td = reap.GymEnv("Pendulum-v1").rollout(3)[1]
     td["loc"] = torch.zeros(1)
     assert_same(reap.step_mdp(td.clone(), **kwargs), torchrl_utils.step_mdp(td.clone(), **kwargs))
+
+
+VECNORM_CASES = {  # env id, num_envs, VecNorm keyword arguments (TorchRL's defaults: observation and reward)
+    "Pendulum-defaults": ("Pendulum-v1", None, {}),
+    "Pendulum-decay-eps": ("Pendulum-v1", None, {"in_keys": ["observation"], "decay": 0.9, "eps": 1e-4}),
+    "Pendulum-large-eps": ("Pendulum-v1", None, {"decay": 0.99, "eps": 1e-2}),
+    "CartPole-resets": ("CartPole-v1", None, {"in_keys": ["observation"], "decay": 0.95}),
+    "Pendulum-4-envs": ("Pendulum-v1", 4, {"decay": 0.9}),
+}
+
+
+@pytest.mark.parametrize("case", list(VECNORM_CASES))
+def test_vec_norm_matches_torchrl_step_by_step(case):
+    env_id, num_envs, kwargs = VECNORM_CASES[case]
+    actions, torchrl_kwargs = ENVS[env_id]
+    batch = {} if num_envs is None else {"num_envs": num_envs}
+    if num_envs is not None:
+        actions = [a.expand(num_envs, *a.shape).clone() for a in actions]
+    with pytest.warns(FutureWarning, match="VecNormV2"):  # 0.14.1's VecNorm is the old class
+        theirs_norm = T.VecNorm(**kwargs)
+    assert type(theirs_norm).__name__ == "VecNorm"
+    ours_norm = reap.VecNorm(**kwargs)
+    ours = reap.TransformedEnv(reap.GymEnv(env_id, **batch), ours_norm)
+    theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **torchrl_kwargs, **batch), theirs_norm)
+    ours.base_env.set_seed(0)
+    ours.base_env.reset()  # TorchRL's set_seed resets the base env, outside the transforms
+    theirs.set_seed(0)
+    a = ours.rollout(len(actions), actions=actions, break_when_any_done=False)
+    b = theirs.rollout(len(actions), actions=actions, break_when_any_done=False)
+    ours.close(), theirs.close()
+    assert_same(a, b)
+    if env_id == "CartPole-v1":
+        assert a["next", "done"].sum() >= 2  # the comparison crossed resets
+    assert ours_norm.in_keys == theirs_norm.in_keys
+    ours_stats, theirs_stats = ours_norm.get_extra_state(), theirs_norm.get_extra_state()
+    assert ours_stats.keys() == theirs_stats.keys()
+    for name, value in theirs_stats.items():
+        assert (ours_stats[name].shape, ours_stats[name].dtype) == (value.shape, value.dtype), name
+        assert torch.equal(ours_stats[name], value), name
+    ours_fixed, theirs_fixed = ours_norm.to_observation_norm(), theirs_norm.to_observation_norm()
+    if len(kwargs.get("in_keys", "ab")) == 1:
+        ours_fixed, theirs_fixed = [ours_fixed], [theirs_fixed]
+    for ours_t, theirs_t in zip(ours_fixed, theirs_fixed, strict=True):
+        assert torch.equal(ours_t.loc, theirs_t.loc) and torch.equal(ours_t.scale, theirs_t.scale)
