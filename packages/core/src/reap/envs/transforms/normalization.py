@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from multiprocessing.context import get_spawning_popen
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 import torch
+import torch.multiprocessing  # noqa: F401  (registers torch's reductions with ForkingPickler)
 from tensordict import TensorDict
 
 from reap.envs.transforms.transformed_env import Compose, Transform
@@ -197,12 +200,19 @@ class VecNorm(Transform):
     def _bind_arrays(self) -> None:
         self._np = {k: v.numpy() for k, v in self._td.items()}
 
-    def __getstate__(self):  # the numpy views would be pickled as copies: rebind them after
+    def __getstate__(self):
         state = dict(self.__dict__)
-        state["_np"] = {}
+        state["_np"] = {}  # views of the tensors: rebound after unpickling
+        if self._shared and get_spawning_popen() is not None:
+            # a child process is being started with this VecNorm (e.g. in reap_mp's worker
+            # arguments, which go through plain pickle or cloudpickle and would copy the
+            # tensors): hand it the shared memory itself, as torch.multiprocessing does
+            state["_td"] = _SharedStats(bytes(ForkingPickler.dumps(self._td)))
         return state
 
     def __setstate__(self, state):
+        if isinstance(state["_td"], _SharedStats):
+            state["_td"] = ForkingPickler.loads(state["_td"].data)
         self.__dict__.update(state)
         self._bind_arrays()
 
@@ -356,6 +366,13 @@ class VecNorm(Transform):
     def __repr__(self) -> str:
         return (f"VecNorm(decay={self.decay:4.4f},eps={self.eps:4.4f}, in_keys={self.in_keys}, "
                 f"out_keys={self.out_keys})")
+
+
+class _SharedStats:
+    """Statistics pickled with torch.multiprocessing's reductions (handles to shared memory)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
 
 
 def _is_memmap(tensor: torch.Tensor) -> bool:

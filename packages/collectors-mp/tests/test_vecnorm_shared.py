@@ -1,0 +1,23 @@
+"""A VecNorm in shared memory is updated by every worker of a multi-process collector."""
+
+import pytest
+
+from reap import GymEnv, TransformedEnv, VecNorm
+from reap_mp import MultiSyncCollector
+from reap_mp.testing import shm_segments
+from reap_testing import shm_left_by_us
+
+
+@pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_workers_update_the_shared_statistics(method, shm_before):
+    vecnorm = VecNorm(in_keys=["observation"], decay=1.0).share_memory()
+    make_env = lambda: TransformedEnv(GymEnv("Pendulum-v1"), vecnorm)  # noqa: E731 (cloudpickled)
+    make_env()  # the statistics exist before the workers start
+    with MultiSyncCollector([make_env, make_env], None, frames_per_batch=100, total_frames=200,
+                            mp_start_method=method) as collector:
+        for _ in collector:
+            pass
+    # each worker's reset and 100 steps, seen by the trainer's process (plain pickle would copy)
+    assert vecnorm.get_extra_state()["observation_count"].item() == 2 + 200
+    assert vecnorm.loc["observation"].abs().sum() > 0
+    assert not shm_left_by_us(shm_segments() - shm_before)  # other programs' come and go meanwhile
