@@ -183,7 +183,11 @@ def test_vec_norm_loc_scale_denorm_and_to_observation_norm():
     torch.testing.assert_close(vecnorm.denorm(last)["observation"], raw["next", "observation"][-1:])
     two = VecNorm(decay=0.9)
     TransformedEnv(GymEnv("Pendulum-v1"), two).rollout(2)
-    assert [t.in_keys for t in two.to_observation_norm()] == [["observation"], ["reward"]]
+    fixed = two.to_observation_norm()
+    assert [t.in_keys for t in fixed] == [["observation"], ["reward"]]
+    td = seeded_like_torchrl(TransformedEnv(GymEnv("Pendulum-v1"), fixed)).rollout(5, actions=PENDULUM_ACTIONS)
+    expected = (raw["next", "reward"] - two.loc["reward"]) / two.scale["reward"]
+    torch.testing.assert_close(td["next", "reward"], expected)
 
 
 def test_vec_norm_freeze_and_frozen_copy():

@@ -65,6 +65,8 @@ class ObservationNorm(Transform):
 
     def on_reset(self, root, t, mask):
         for key in self.in_keys:
+            if key not in root:
+                continue  # reward: on steps only
             if mask is None or mask.ndim == 0:
                 self._apply(root[key][t])
             else:
