@@ -237,11 +237,15 @@ class VecNorm(Transform):
         return self
 
     def frozen_copy(self) -> VecNorm:
-        """A frozen VecNorm with a copy of the current statistics, for another env."""
+        """A frozen VecNorm for another env (evaluation) that reads this one's statistics.
+
+        As TorchRL's, the copy holds the same statistics tensors: it never updates them, and it
+        normalises with them as this VecNorm goes on updating them.
+        """
         if not self._td:
             raise RuntimeError("VecNorm.frozen_copy: add the VecNorm to a TransformedEnv first")
-        copy = VecNorm(list(self.in_keys), decay=self.decay, eps=self.eps)
-        copy._td = {k: v.clone() for k, v in self._td.items()}
+        copy = VecNorm(list(self.in_keys), lock=self.lock, decay=self.decay, eps=self.eps)
+        copy._td, copy._shared = dict(self._td), self._shared
         copy._bind_arrays()
         return copy.freeze()
 
