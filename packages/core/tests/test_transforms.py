@@ -245,6 +245,11 @@ def test_vec_norm_statistics_are_shared():
     assert stats["observation_sum"].is_shared()
     with pytest.raises(RuntimeError, match="shared_td must be in shared memory"):
         VecNorm(shared_td={k: v.clone() for k, v in stats.items()})
+    only_obs = VecNorm(in_keys=["observation"], shared_td=stats, decay=1.0)
+    with pytest.raises(KeyError, match="shared_td has no statistics for in_key 'reward'"):
+        TransformedEnv(CountingEnv(limit=100.0), VecNorm(shared_td={k: v for k, v in stats.items() if "obs" in k}))
+    TransformedEnv(CountingEnv(limit=100.0), only_obs).rollout(1, policy=ONES)
+    assert stats["observation_count"].item() == 10.0 and stats["reward_count"].item() == 6.0
 
 
 @pytest.mark.slow

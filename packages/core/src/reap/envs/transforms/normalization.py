@@ -146,6 +146,7 @@ class VecNorm(Transform):
         self.frozen = False
         self._shared = False
         self._td: dict[str, torch.Tensor] = {}
+        self._given_stats = shared_td is not None
         if shared_td is not None:
             self._td = {k: shared_td[k] for k in shared_td.keys()}
             if not all(t.is_shared() or _is_memmap(t) for t in self._td.values()):
@@ -176,8 +177,11 @@ class VecNorm(Transform):
                 )
             names = [key + suffix for suffix in self.STATS]
             present = [n in self._td for n in names]
-            if any(present) and not all(present):
-                raise KeyError(f"VecNorm: the statistics of {key!r} need {names}, got {sorted(self._td)}")
+            if (self._given_stats or any(present)) and not all(present):
+                raise KeyError(
+                    f"VecNorm: shared_td has no statistics for in_key {key!r} (needs {names}, has "
+                    f"{sorted(self._td)}); give this VecNorm the in_keys of the one they come from"
+                )
             if not any(present):
                 shape = spec.shape[batch:]
                 self._td[names[0]] = torch.zeros(shape, dtype=spec.dtype)
