@@ -1,6 +1,7 @@
 """Helpers shared by reap's test suites (internal, not published)."""
 
 from reap_testing.envs import BusyEnv, CountingEnv
-from reap_testing.leaks import child_pids, group_pids, shm_mapped_by, shm_segments
+from reap_testing.leaks import child_pids, group_pids, shm_left_by_us, shm_mapped_by, shm_segments
 
-__all__ = ["BusyEnv", "CountingEnv", "child_pids", "group_pids", "shm_mapped_by", "shm_segments"]
+__all__ = ["BusyEnv", "CountingEnv", "child_pids", "group_pids", "shm_left_by_us", "shm_mapped_by",
+           "shm_segments"]

@@ -72,3 +72,13 @@ def shm_mapped_by(pids) -> set[str]:
         except OSError:
             continue
     return names
+
+
+def shm_left_by_us(names) -> set[str]:
+    """``names`` (e.g. the /dev/shm entries that appeared during a test) less those that
+    processes outside this process's tree map: other programs' segments and semaphores, made on
+    a shared machine meanwhile. What is left was made here and outlived its users."""
+    ours = descendant_pids() | {os.getpid()}
+    foreign = [pid for pid, _, _ in _live_processes() if pid not in ours]
+    return set(names) - shm_mapped_by(foreign)
+
