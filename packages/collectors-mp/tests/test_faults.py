@@ -49,14 +49,17 @@ def test_policy_error_in_async_names_worker():
         MultiAsyncCollector([env_fn()], RaisingPolicy(), frames_per_batch=4, mp_start_method=FAST)
 
 
-class _Local:
-    def __call__(self, observation):
-        return observation[..., :1]
+def test_unimportable_objects_are_explained(monkeypatch):
+    import types
 
-
-def test_unimportable_objects_are_explained():
+    # a policy whose module exists only in this process: pickled by reference here, not
+    # importable in a worker, however pytest was started (a test module itself may be)
+    module = types.ModuleType("reap_test_only_in_the_driver")
+    exec("class Local:\n    def __call__(self, observation):\n        return observation[..., :1]\n",
+         module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
     with pytest.raises(WorkerError, match="(?s)could not rebuild the env constructor or policy.*importable"):
-        MultiSyncCollector([env_fn()], _Local(), frames_per_batch=4, mp_start_method=FAST)
+        MultiSyncCollector([env_fn()], module.Local(), frames_per_batch=4, mp_start_method=FAST)
 
 
 def test_killed_worker_is_detected_quickly():
