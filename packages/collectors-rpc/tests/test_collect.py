@@ -92,6 +92,21 @@ def test_async_update_after_each_batch_then_max_weight_update_interval(cls):
             collector.total_frames += 3 * 16
 
 
+@pytest.mark.parametrize("cls", [RPCCollector, DistributedCollector])
+def test_async_workers_prefetch_so_pushed_weights_reach_the_rollout_after_the_next(cls):
+    """One worker: the request for batch 2 left before the trainer saw batch 1 and started
+    batch 3; weights pushed after batch 1 go with the request for batch 3 and run from batch 4
+    (without prefetching, from batch 3). Versions always name the weights used."""
+    policy = ConstantPolicy(1.0)
+    with cls([env_fn()], policy.as_module(), frames_per_batch=4, total_frames=4 * 5) as collector:
+        got = []
+        for batch in collector:
+            got.append((batch[VERSION].unique().tolist(), _weight(batch)))
+            if len(got) == 1:
+                collector.update_policy_weights_({"module.weight": torch.tensor([7.0])})
+        assert got == [([0], [1.0]), ([0], [1.0]), ([0], [1.0]), ([1], [7.0]), ([1], [7.0])]
+
+
 def test_distributed_sync_collector_update_interval_and_split_trajs():
     policy = ConstantPolicy(1.0)
     with DistributedSyncCollector([env_fn(episode_len=3)] * 2, policy.as_module(), frames_per_batch=12,
