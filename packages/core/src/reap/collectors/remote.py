@@ -18,16 +18,17 @@ Prefetching (async mode): a request also tells the worker to start its next roll
 it has handed its batch back (:meth:`CollectorWorker.serve_collect`), so the next request finds
 it done or under way, as reap's ``MultiAsyncCollector`` double-buffers. Weights given while that
 rollout runs reach the rollout after it (one batch later than without prefetching), and a
-batch's ``("collector", "policy_version")`` always names the weights it was collected with. The
-prefetched rollout counts toward ``max_weight_update_interval``: a worker due for fresh weights
-gets them with the request before the rollout that would be one too many, so no worker collects
-more than ``k`` batches on the same weights after the central policy may have changed.
+batch's ``("collector", "policy_version")`` always names the weights it was collected with.
+``max_weight_update_interval=k`` keeps TorchRL's rule (fresh weights for a worker that
+delivered more than ``k`` batches on its own), and the prefetched rollout counts: a worker due
+for fresh weights gets them with the request before the rollout that would be one too many, so
+no worker collects more than ``k + 1`` batches on the same weights, prefetching or not.
 ``update_after_each_batch=True`` and ``max_weight_update_interval=0`` (every batch on the latest
 weights) switch prefetching off, as do the last requests of an iteration: once the frames still
 wanted are all in flight before a worker's turn comes again, it starts no rollout that no
-request would fetch. ``set_seed`` and ``load_state_dict`` drop prefetched
-rollouts (they predate the seed or the state); ``pause()`` waits for them to end, so inside it
-no worker collects.
+request would fetch. ``set_seed`` and ``load_state_dict`` drop prefetched rollouts (they
+predate the seed or the state); ``pause()`` waits for them to end, so inside it no worker
+collects.
 
 A subclass calls :meth:`_init_requests` in its ``__init__`` and implements
 :meth:`_send_collect`, :meth:`_first_finished`, :meth:`_busy_workers`, :meth:`_call`,
