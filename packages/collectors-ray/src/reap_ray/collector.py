@@ -292,10 +292,11 @@ class RayCollector(RemoteCollectorBase):
             self.node_ids[idx] = info["node_id"]
             if self._weights_layout is None:
                 self._weights_layout = info["weights_layout"]
-        if policy is None and self.policy is not None and self.policy_version > 0:
+        central = [i for i, factory in zip(new_ids, factories) if factory is None]
+        if policy is None and central and self.policy is not None and self.policy_version > 0:
             # weights were pushed since the policy was shipped at construction: the new actors'
             # first requests carry the central policy's current weights (under a new version)
-            self._push_weights(self.policy, [i for i, f in zip(new_ids, factories) if f is None])
+            self._push_weights(self.policy, central)
 
     def _make_actor(self, idx: int):
         spec = self._specs[idx]
