@@ -236,22 +236,28 @@ def test_serve_collect_set_seed_and_load_state_drop_the_rollout_ahead():
         worker.close()
 
 
-class FailingOnThirdBatch(torch.nn.Module):
-    def __init__(self):
+class TrippedPolicy(torch.nn.Module):
+    """A Pendulum policy that runs ``then()`` on each call past its first ``limit`` calls."""
+
+    def __init__(self, then):
         super().__init__()
         self.linear = torch.nn.Linear(3, 1)
-        self.calls = 0
-        self.limit = None
+        self.then = then
+        self.calls, self.limit = 0, None
 
     def forward(self, observation):
         self.calls += 1
         if self.limit is not None and self.calls > self.limit:
-            raise RuntimeError("policy broke")
+            self.then()
         return self.linear(observation)
 
 
+def _broke():
+    raise RuntimeError("policy broke")
+
+
 def test_serve_collect_error_in_the_rollout_ahead_reaches_the_next_request():
-    policy = TensorDictModule(FailingOnThirdBatch(), in_keys=["observation"], out_keys=["action"])
+    policy = TensorDictModule(TrippedPolicy(_broke), in_keys=["observation"], out_keys=["action"])
     worker = CollectorWorker(2, Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4))
     policy.module.limit = policy.module.calls + 8  # 4 steps a batch: the third batch fails
     try:
@@ -284,19 +290,7 @@ def test_serve_collect_times_out_on_a_rollout_ahead_that_does_not_end():
 
     release = threading.Event()
 
-    class Stalling(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = torch.nn.Linear(3, 1)
-            self.calls, self.limit = 0, None
-
-        def forward(self, observation):
-            self.calls += 1
-            if self.limit is not None and self.calls > self.limit:
-                release.wait(10.0)
-            return self.linear(observation)
-
-    policy = TensorDictModule(Stalling(), in_keys=["observation"], out_keys=["action"])
+    policy = TensorDictModule(TrippedPolicy(lambda: release.wait(10.0)), in_keys=["observation"], out_keys=["action"])
     worker = CollectorWorker(1, Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4))
     try:
         policy.module.limit = policy.module.calls + 4  # the rollout started ahead stalls

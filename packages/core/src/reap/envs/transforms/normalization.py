@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from multiprocessing.context import get_spawning_popen
 from multiprocessing.reduction import ForkingPickler
@@ -14,6 +15,7 @@ from tensordict import TensorDict
 from reap.envs.transforms.transformed_env import Compose, Transform
 from reap.specs import Bounded, Unbounded
 
+_NO_LOCK = contextlib.nullcontext()  # VecNorm without lock=: nothing to hold
 
 class ObservationNorm(Transform):
     """``(obs - loc) / scale`` (or ``obs * scale + loc`` with ``standard_normal=False``).
@@ -309,29 +311,22 @@ class VecNorm(Transform):
         np.divide(array, std, out=array)
 
     def _normalize(self, arrays, t, mask):
-        for key in self.in_keys:
-            if key not in arrays:
-                continue  # reward: not on the root
-            if mask is None or mask.ndim == 0:
-                self._update_and_normalize(key, arrays[key][t], self._numel)
-            else:
-                rows = arrays[key][t][mask]
-                self._update_and_normalize(key, rows, int(mask.sum()))
-                arrays[key][t][mask] = rows
+        with self.lock if self.lock is not None else _NO_LOCK:
+            for key in self.in_keys:
+                if key not in arrays:
+                    continue  # reward: not on the root
+                if mask is None or mask.ndim == 0:
+                    self._update_and_normalize(key, arrays[key][t], self._numel)
+                else:
+                    rows = arrays[key][t][mask]
+                    self._update_and_normalize(key, rows, int(mask.sum()))
+                    arrays[key][t][mask] = rows
 
     def on_reset(self, root, t, mask):
-        if self.lock is None:
-            self._normalize(root, t, mask)
-        else:
-            with self.lock:
-                self._normalize(root, t, mask)
+        self._normalize(root, t, mask)
 
     def on_step(self, root, nxt, t):
-        if self.lock is None:
-            self._normalize(nxt, t, None)
-        else:
-            with self.lock:
-                self._normalize(nxt, t, None)
+        self._normalize(nxt, t, None)
 
     def _loc_scale(self) -> tuple[dict, dict]:
         if not self._td:
