@@ -147,3 +147,70 @@ def test_sync_stacks_one_part_per_worker_and_worker_ids_are_checked():
         assert not any(r[3] for r in collector.requests)
         with pytest.raises(ValueError, match=r"worker_ids must be worker indices in \[0, 2\), got 2"):
             collector.update_policy_weights_(weights_for(1.0), worker_ids=2)
+
+
+# ---- the arguments every remote collector checks and splits ---------------------------------------
+def _common(**kwargs):
+    args = {"frames_per_batch": 8, "total_frames": -1, "sync": False, "num_workers_per_collector": 1,
+            "max_weight_update_interval": -1, "policy": None, "policy_factory": None, "postproc": None}
+    return {**args, **kwargs, "owner": "MyCollector"}
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"sync": 1}, TypeError, "MyCollector: sync must be True or False, got 1"),
+    ({"frames_per_batch": 0}, ValueError, "MyCollector: frames_per_batch must be a positive int, got 0"),
+    ({"num_workers_per_collector": 0}, ValueError, "num_workers_per_collector must be a positive int, got 0"),
+    ({"max_weight_update_interval": -2}, ValueError, r"max_weight_update_interval must be -1 \(no forced update\)"),
+    ({"policy": object(), "policy_factory": object}, ValueError, "pass policy or policy_factory, not both"),
+    ({"postproc": 3}, TypeError, "postproc must be callable, got 3"),
+])
+def test_check_remote_arguments_names_the_argument(kwargs, error, match):
+    from reap.collectors.remote import check_remote_arguments
+
+    with pytest.raises(error, match=match):
+        check_remote_arguments(**_common(**kwargs))
+
+
+def _split(per_collector, num_collectors=None, num_workers=None, sync=False, frames_per_batch=8):
+    from reap.collectors.remote import split_per_collector
+
+    return split_per_collector(per_collector, num_collectors=num_collectors, num_workers=num_workers,
+                               frames_per_batch=frames_per_batch, sync=sync, owner="MyCollector")
+
+
+def test_split_per_collector_counts_and_checks():
+    make = lambda: GymEnv("Pendulum-v1")  # noqa: E731
+    assert _split({"create_env_fn": make}) == (1, {"create_env_fn": [make]})
+    n, lists = _split({"create_env_fn": [make, make], "device": "cpu"})
+    assert n == 2 and lists["device"] == ["cpu", "cpu"]
+    assert _split({"create_env_fn": make}, num_workers=3)[0] == 3
+    for per_collector, kwargs, error, match in [
+        ({"create_env_fn": make}, {"num_collectors": 2, "num_workers": 3}, ValueError,
+         "num_workers=3 and num_collectors=2 differ"),
+        ({"create_env_fn": make}, {"num_collectors": 0}, ValueError, "num_collectors must be a positive int"),
+        ({"create_env_fn": [make] * 2, "device": ["cpu"] * 3}, {}, ValueError,
+         r"per-collector lists of different lengths: \{'create_env_fn': 2, 'device': 3\}"),
+        ({"create_env_fn": []}, {}, ValueError, "create_env_fn is an empty list"),
+        ({"create_env_fn": [make, 3]}, {}, TypeError, "create_env_fn must be an env or a callable returning one, got 3"),
+        ({"create_env_fn": make, "collector_kwargs": [{}, "x"]}, {"num_collectors": 2}, TypeError,
+         "collector_kwargs must be a dict"),
+        ({"create_env_fn": [make] * 3}, {"sync": True}, ValueError,
+         "sync=True splits frames_per_batch=8 evenly across 3 collectors; pass a multiple of 3"),
+    ]:
+        with pytest.raises(error, match=match):
+            _split(per_collector, **kwargs)
+
+
+def test_remote_collector_kwargs_repeats_the_env_for_multi_process_collectors():
+    from reap.collectors.remote import remote_collector_kwargs
+    from reap_testing import CountingEnv
+
+    make = lambda: GymEnv("Pendulum-v1")  # noqa: E731
+    kwargs = remote_collector_kwargs({"frames_per_batch": 8, "total_frames": 99}, create_env_fn=make,
+                                     collector_class=Collector, num_envs=2, devices={"device": "cpu", "env_device": None},
+                                     collector_kwargs={"split_trajs": True}, policy_factory=constant_policy, owner="X")
+    assert kwargs == {"frames_per_batch": 8, "total_frames": -1, "device": "cpu", "split_trajs": True,
+                      "create_env_fn": [make, make], "policy_factory": constant_policy}
+    with pytest.raises(TypeError, match="X: with num_workers_per_collector > 1 or a multi-process collector_class, "
+                                        "create_env_fn must be callables, not env instances"):
+        remote_collector_kwargs({}, create_env_fn=CountingEnv(), collector_class=Collector, num_envs=2, owner="X")
