@@ -72,7 +72,9 @@ def _cpu_only(visible_devices, n: int, owner: str) -> list:
             if device is None:
                 continue
             try:
-                kind = torch.device(device).type
+                # a bare int is an accelerator index; torch.device(int) raises on builds without one
+                kind = "accelerator" if isinstance(device, int) and not isinstance(device, bool) \
+                    else torch.device(device).type
             except (TypeError, RuntimeError):
                 raise ValueError(f"{owner}: visible_devices must be devices (one per collector), got {device!r}") from None
             if kind != "cpu":
