@@ -360,9 +360,10 @@ class EnvBase:
         to False) stops after the step where the last env is done: a done env is not reset, its
         entries in the later steps repeat its last step, and the others step on (TorchRL's
         partial steps; see ``_partial_step_into``); ``auto_reset=False`` starts from
-        ``tensordict``; ``actions`` replays precomputed actions; ``callback(env, td)`` runs after
-        each step; ``set_truncated`` marks the last step truncated; ``return_contiguous=False``
-        returns a lazy stack.
+        ``tensordict``, its done envs reset first; ``actions`` replays precomputed actions;
+        ``callback(env, td)`` runs after each step; ``set_truncated`` marks the last step of every
+        env truncated and done, wherever the rollout stopped; ``return_contiguous=False`` returns
+        a lazy stack.
         """
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"rollout: max_steps must be a positive int, got {max_steps!r}")
@@ -380,7 +381,7 @@ class EnvBase:
             max_steps = min(max_steps, len(actions))
         if not auto_reset and tensordict is None:
             raise ValueError("rollout: auto_reset=False needs the initial tensordict= to start from")
-        td = self.reset(tensordict) if auto_reset else tensordict
+        td = self.reset(tensordict) if auto_reset else self._reset_done(tensordict)
         if break_when_all_done:
             steps = self._rollout_until_all_done(td, max_steps, policy, callback, actions,
                                                  set_truncated, storing_device)
@@ -389,9 +390,6 @@ class EnvBase:
         for i in range(max_steps):
             self._act(td, policy, actions, i)
             td = self.step(td)
-            if set_truncated and i == max_steps - 1:
-                for key in ("truncated", "done"):
-                    td["next", key] = torch.ones_like(td["next", key])
             steps.append(td if storing_device is None else td.to(storing_device))
             if i == max_steps - 1:
                 break
@@ -401,6 +399,8 @@ class EnvBase:
             td = self._step_mdp(td)
             if callback is not None:
                 callback(self, td)
+        if set_truncated:
+            _mark_truncated(steps)
         return self._stack_steps(steps, return_contiguous, out)
 
     def _rollout_until_all_done(self, td, max_steps, policy, callback, actions, set_truncated,
@@ -431,11 +431,19 @@ class EnvBase:
                 td.set("_step", running.clone())
             if callback is not None:
                 callback(self, td)
-        if set_truncated:  # TorchRL marks the last step of every env, done or not
-            last = steps[-1] = steps[-1].clone()
-            last["next", "truncated"] = torch.ones_like(last["next", "truncated"])
-            last["next", "done"] = torch.ones_like(last["next", "done"])
+        if set_truncated:
+            _mark_truncated(steps)
         return steps
+
+    def _reset_done(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``tensordict`` with its done envs reset (``rollout(auto_reset=False)`` starts from it,
+        as TorchRL's ``maybe_reset``); the others' entries are kept."""
+        done = tensordict.get("done", None)
+        if done is None or not done.any():
+            return tensordict
+        reset_in = tensordict.clone()
+        reset_in["_reset"] = done
+        return tensordict.clone().update(self.reset(reset_in))
 
     def _act(self, td, policy, actions, i: int) -> None:
         if actions is not None:
@@ -508,6 +516,14 @@ class EnvBase:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _mark_truncated(steps: list) -> None:
+    """``rollout(set_truncated=True)``: the last step is truncated (and done) for every env,
+    done or not and wherever the rollout stopped, as in TorchRL."""
+    last = steps[-1] = steps[-1].clone()
+    for key in ("truncated", "done"):
+        last["next", key] = torch.ones_like(last["next", key])
 
 
 def _zeros(specs: dict[str, TensorSpec], steps: int, batch) -> TensorDict:
