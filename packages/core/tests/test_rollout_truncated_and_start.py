@@ -63,3 +63,14 @@ def test_auto_reset_false_keeps_a_tensordict_with_no_done_env_as_it_is():
     start = step_mdp(env.rollout(1, actions=ACTIONS)[:, -1])
     td = env.rollout(2, actions=ACTIONS, auto_reset=False, tensordict=start, break_when_any_done=False)
     assert values(td, "observation") == [[0.5, 0.0], [0.5, 1.0], [0.5, 1.0]]  # the first env is done at 1.0
+
+
+@pytest.mark.parametrize("kwargs", [{"break_when_any_done": False}, {"break_when_all_done": True}])
+def test_root_entries_of_the_given_tensordict_carry_over_to_every_step(kwargs):
+    env = counting_envs()
+    start = step_mdp(env.rollout(1, actions=ACTIONS)[:, -1])
+    start["hidden"] = torch.arange(3.0).unsqueeze(-1)  # e.g. a caller's recurrent state
+    td = env.rollout(3, actions=ACTIONS, auto_reset=False, tensordict=start, **kwargs)
+    # TorchRL (step_mdp with keep_other=True) keeps it through steps and resets
+    assert values(td, "hidden") == [[0.0] * td.shape[1], [1.0] * td.shape[1], [2.0] * td.shape[1]]
+    assert "action" in td.keys() and "reward" not in td.keys()

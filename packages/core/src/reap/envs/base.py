@@ -468,7 +468,8 @@ class EnvBase:
 
     def _step_mdp(self, td: TensorDictBase, *, reset: bool = True) -> TensorDict:
         """The root of the next step; done envs are reset unless ``reset=False`` (they keep
-        their flags and observations, as TorchRL's ``step_mdp``)."""
+        their flags and observations, as TorchRL's ``step_mdp``). Other root entries (a
+        caller's or a policy's, not the action) carry over, as with TorchRL's ``keep_other``."""
         nxt = td["next"]
         root = TensorDict({k: nxt[k] for k in self.state_keys if not is_hidden(k)}, batch_size=self.batch_size)
         for key in FLAG_KEYS:
@@ -478,7 +479,7 @@ class EnvBase:
             reset_in = root.clone()
             reset_in["_reset"] = nxt["done"]
             root = self.reset(reset_in)
-        return root
+        return root.update(td.exclude("next", "_step", self.action_key, self.reward_key, *root.keys()))
 
     # ---- transforms ----------------------------------------------------------------------
     def append_transform(self, transform):
