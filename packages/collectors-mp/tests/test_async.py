@@ -70,3 +70,37 @@ def test_update_at_each_batch_targets_the_delivering_worker():
         assert len(versions) == 10
         assert collector.policy_version == 10  # one push per delivered batch
         assert versions == sorted(versions) or max(versions) > 0
+
+
+def test_async_collector_runs_one_worker_and_leaves_nothing(shm_before):
+    from reap_mp import AsyncCollector
+    from reap_mp.testing import pid_alive, shm_segments
+    from reap_testing import shm_left_by_us
+
+    collector = AsyncCollector(env_fn(batch=2), constant_policy(1.0), frames_per_batch=8, total_frames=32,
+                               mp_start_method=FAST)
+    assert isinstance(collector, MultiAsyncCollector) and collector.num_workers == 1
+    pids = list(collector.worker_pids)
+    versions = []
+    for batch in collector:  # 4 batches of [2 envs, 4 steps], all from worker 0
+        assert batch.batch_size == (2, 4)
+        assert (batch["collector", "worker_id"] == 0).all()
+        versions.append(int(batch["collector", "policy_version"][0, 0]))
+        if len(versions) == 1:
+            collector.update_policy_weights_({"weight": torch.tensor([2.0])})
+        assert (batch["action"] == (2.0 if versions[-1] == 1 else 1.0)).all()
+    # the second batch was under way at the push (the third maybe too): then the new weights
+    assert versions[:2] == [0, 0] and versions[-1] == 1 and versions == sorted(versions)
+    collector.shutdown()
+    assert not any(pid_alive(p) for p in pids)
+    assert not shm_left_by_us(shm_segments() - shm_before)
+
+
+def test_async_collector_takes_one_env_constructor():
+    from reap_mp import AsyncCollector, aSyncDataCollector
+
+    assert aSyncDataCollector is AsyncCollector
+    with pytest.raises(TypeError, match="AsyncCollector: create_env_fn must be one env constructor .*MultiAsyncCollector"):
+        AsyncCollector([env_fn(), env_fn()], constant_policy(), frames_per_batch=4)
+    with pytest.raises(ValueError, match="AsyncCollector runs one worker, got num_workers=2"):
+        AsyncCollector(env_fn(), constant_policy(), frames_per_batch=4, num_workers=2)

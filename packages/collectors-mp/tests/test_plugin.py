@@ -22,11 +22,16 @@ def test_registrations():
     assert get_weight_sync_scheme("pipe").cls is reap_mp.PipeWeightSyncScheme
     for name in ["MultiSyncCollector", "MultiAsyncCollector", "MultiSyncDataCollector",
                  "MultiaSyncDataCollector", "ParallelEnv", "MultiProcessedWeightUpdater",
-                 "SharedMemWeightSyncScheme", "PipeWeightSyncScheme", "WorkerError"]:
+                 "SharedMemWeightSyncScheme", "PipeWeightSyncScheme", "WorkerError", "AsyncCollector",
+                 "aSyncDataCollector"]:
         assert name in get_registries().exports
         assert getattr(reap, name) is getattr(reap_mp, name)
     assert reap.MultiSyncDataCollector is reap.MultiSyncCollector
     assert reap.MultiaSyncDataCollector is reap.MultiAsyncCollector
+    assert reap.aSyncDataCollector is reap.AsyncCollector
+    from reap.collectors import AsyncCollector  # TorchRL's module path
+
+    assert AsyncCollector is reap_mp.AsyncCollector
     assert issubclass(reap.WorkerError, RuntimeError)
 
 

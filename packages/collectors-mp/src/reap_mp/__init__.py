@@ -1,6 +1,6 @@
 """reap-collectors-mp: multi-process sync and async collectors over shared memory.
 
-``MultiSyncCollector`` / ``MultiAsyncCollector`` run reap's single-process ``Collector`` in
+``MultiSyncCollector`` / ``MultiAsyncCollector`` (and ``AsyncCollector``, one worker) run reap's single-process ``Collector`` in
 worker processes that write batches into shared memory; ``ParallelEnv`` steps sub-envs in
 worker processes. Weight-sync schemes (``"shared_mem"``, ``"pipe"``) move trainer weights to
 the workers. Everything here is also importable from ``reap`` once this package is installed.
@@ -8,10 +8,12 @@ the workers. Everything here is also importable from ``reap`` once this package 
 
 from reap_mp._procs import WorkerError
 from reap_mp.collectors import (
+    AsyncCollector,
     MultiAsyncCollector,
     MultiaSyncDataCollector,
     MultiSyncCollector,
     MultiSyncDataCollector,
+    aSyncDataCollector,
     worker_seed,
 )
 from reap_mp.parallel_env import ParallelEnv
@@ -23,6 +25,7 @@ from reap_mp.weight_sync import (
 )
 
 __all__ = [
+    "AsyncCollector",
     "MultiAsyncCollector",
     "MultiProcessedWeightUpdater",
     "MultiSyncCollector",
@@ -33,5 +36,6 @@ __all__ = [
     "SharedMemWeightSyncScheme",
     "WeightSyncScheme",
     "WorkerError",
+    "aSyncDataCollector",
     "worker_seed",
 ]

@@ -679,14 +679,48 @@ class MultiAsyncCollector(_MultiCollector):
             yield out
 
 
+class AsyncCollector(MultiAsyncCollector):
+    """One collector in one worker process (TorchRL's ``AsyncCollector``): a
+    :class:`MultiAsyncCollector` of a single worker, which fills its next batch while the
+    trainer works on the last one. ``create_env_fn`` is one env constructor; the other
+    arguments are :class:`MultiAsyncCollector`'s.
+
+    Examples:
+        >>> import torch  # doctest: +SKIP
+        >>> from reap import AsyncCollector, GymEnv
+        >>> policy = lambda observation: torch.zeros((), dtype=torch.int64)
+        >>> if __name__ == "__main__":
+        ...     with AsyncCollector(lambda: GymEnv("CartPole-v1"), policy, frames_per_batch=50,
+        ...                         total_frames=100) as collector:
+        ...         for batch in collector:
+        ...             print(batch.batch_size)
+        torch.Size([50])
+        torch.Size([50])
+    """
+
+    def __init__(self, create_env_fn: Callable, policy=None, **kwargs):
+        if isinstance(create_env_fn, (list, tuple)):
+            raise TypeError(
+                "AsyncCollector: create_env_fn must be one env constructor (it runs one worker); "
+                "for a list of them use MultiAsyncCollector")
+        if kwargs.get("num_workers", 1) != 1:
+            raise ValueError(
+                f"AsyncCollector runs one worker, got num_workers={kwargs['num_workers']!r}; "
+                "use MultiAsyncCollector for more")
+        super().__init__(create_env_fn, policy, **kwargs)
+
+
 MultiSyncDataCollector = MultiSyncCollector
 MultiCollector.register(_MultiCollector)  # isinstance(MultiSyncCollector(...), MultiCollector), as TorchRL
 MultiaSyncDataCollector = MultiAsyncCollector
+aSyncDataCollector = AsyncCollector
 
 __all__ = [
+    "AsyncCollector",
     "MultiAsyncCollector",
     "MultiSyncCollector",
     "MultiSyncDataCollector",
     "MultiaSyncDataCollector",
+    "aSyncDataCollector",
     "worker_seed",
 ]

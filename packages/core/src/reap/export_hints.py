@@ -7,6 +7,7 @@ modules (``reap.data``, ...) without loading any plugin.
 """
 
 EXPORT_HINTS = {
+    "AsyncCollector": ("reap-collectors-mp", ("reap.collectors",)),
     "CheckpointError": ("reap-replay", ()),
     "CollectorTimings": ("reap-profiling", ()),
     "DistributedCollector": ("reap-collectors-rpc", ("reap.collectors.distributed",)),
@@ -65,6 +66,7 @@ EXPORT_HINTS = {
     "WorkerError": ("reap-collectors-mp", ()),
     "WorkerTimings": ("reap-profiling", ()),
     "Writer": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.writers")),
+    "aSyncDataCollector": ("reap-collectors-mp", ("reap.collectors",)),
     "collector_timings": ("reap-profiling", ()),
     "disable_profile": ("reap-profiling", ()),
     "enable_profile": ("reap-profiling", ()),
