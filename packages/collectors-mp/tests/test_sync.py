@@ -206,3 +206,17 @@ def test_policy_without_parameters_cannot_be_updated():
     with pytest.raises(RuntimeError, match="shut down"):
         collector.next()
     assert WorkerError  # exported
+
+
+@pytest.mark.parametrize("cat_results", ["stack", -1])
+def test_set_truncated_marks_the_end_of_every_workers_rollout(cat_results):
+    with MultiSyncCollector([env_fn(batch=2, episode_len=100)] * 2, constant_policy(), frames_per_batch=16,
+                            total_frames=16, cat_results=cat_results, set_truncated=True,
+                            mp_start_method=FAST) as collector:
+        batch = next(iter(collector))
+    truncated = batch["next", "truncated"].squeeze(-1)
+    ends = [3] if cat_results == "stack" else [3, 7]  # [2 workers, 2 envs, 4 steps] or [2 envs, 8 steps]
+    expected = torch.zeros_like(truncated)
+    expected[..., ends] = True
+    assert torch.equal(truncated, expected)
+    assert torch.equal(batch["next", "done"].squeeze(-1), expected)  # no episode ended: done only there

@@ -1,15 +1,16 @@
-"""reap.collectors.arguments: the multi-worker arguments every backend checks the same way, and
-reap.collectors.worker.worker_seed."""
+"""reap.collectors.arguments: the multi-worker arguments every backend checks the same way, the
+TorchRL arguments reap takes without implementing them, and reap.collectors.worker.worker_seed."""
 
 import re
 
 import numpy as np
 import pytest
 
-from reap import GymEnv
+from reap import Collector, GymEnv
 from reap.collectors.arguments import (
     check_int,
     check_postproc_and_buffer,
+    check_torchrl_kwargs,
     checked_cat_results,
     checked_total_frames,
     checked_worker_ids,
@@ -110,3 +111,28 @@ def test_worker_seed_is_numpy_seed_sequence():
     assert worker_seed(3, 1) == worker_seed(3, 1, 0)
     seeds = {worker_seed(s, i) for s in range(4) for i in range(4)}
     assert len(seeds) == 16  # seed + 1 is not worker idx + 1 shifted
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"trust_policy": True, "use_buffers": False, "num_threads": 4, "no_cuda_sync": True},  # no effect
+    {"reset_when_done": True, "compile_policy": False, "cudagraph_policy": None, "track_policy_version": False,
+     "post_collect_hook": None},  # their defaults (or a false value where the default is None)
+])
+def test_torchrl_arguments_reap_takes(kwargs):
+    check_torchrl_kwargs(kwargs, "C")
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"compile_policy": True}, NotImplementedError,
+     r"C: compile_policy=True is not supported by reap; leave it at None \(compile the policy yourself"),
+    ({"reset_when_done": False}, NotImplementedError, "C: reset_when_done=False is not supported by reap; leave it at True"),
+    ({"post_collect_hook": print}, NotImplementedError, r"post_collect_hook=.* leave it at None \(pass postproc="),
+    ({"trajs_per_batch": 4}, NotImplementedError, "trajs_per_batch=4 is not supported"),
+    ({"bogus": 1}, TypeError, "C: unexpected keyword argument 'bogus'"),
+])
+def test_torchrl_arguments_reap_refuses(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        check_torchrl_kwargs(kwargs, "C")
+    with pytest.raises(error, match=match.replace("C: ", "Collector: ")):
+        Collector(make_env, None, frames_per_batch=4, **kwargs)
+    check_torchrl_kwargs(kwargs, "C", also_no_effect=set(kwargs))  # a backend's own no-effect names

@@ -123,3 +123,20 @@ def test_len_and_shutdown_match_torchrl():
         with pytest.raises(TypeError):
             len(endless)
         endless.shutdown()
+
+
+def test_set_truncated_marks_each_batch_end_as_torchrl():
+    from reap_testing import CountingEnv
+
+    policy = TensorDictModule(torch.ones_like, in_keys=["observation"], out_keys=["action"])
+    collector = Collector(lambda: CountingEnv(limit=3.0), policy, frames_per_batch=4, total_frames=8,
+                          set_truncated=True)
+    keys = ["observation", ("next", "done"), ("next", "terminated"), ("next", "truncated"), ("collector", "traj_ids")]
+    got = [[batch[k].squeeze(-1).int().tolist() for k in keys] for batch in collector]
+    collector.shutdown()
+    # TorchRL 0.14.1's Collector on the same dynamics: the last step of a batch is truncated and
+    # done (terminated untouched), and the env is not reset there: the next batch goes on
+    assert got == [
+        [[0, 1, 2, 0], [0, 0, 1, 1], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1]],
+        [[1, 2, 0, 1], [0, 1, 0, 1], [0, 1, 0, 0], [0, 0, 0, 1], [1, 1, 2, 2]],
+    ]

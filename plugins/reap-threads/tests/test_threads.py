@@ -252,3 +252,10 @@ def test_doctests(name):
     result = doctest.testmod(importlib.import_module(name),
                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_set_truncated_reaches_the_worker_collectors():
+    with ThreadAsyncCollector([env_fn(batch=2, episode_len=100)] * 2, constant_policy(), frames_per_batch=8,
+                              total_frames=16, set_truncated=True) as collector:
+        for batch in collector:  # [2 envs, 4 steps] from either worker
+            assert batch["next", "truncated"].squeeze(-1).tolist() == [[False, False, False, True]] * 2

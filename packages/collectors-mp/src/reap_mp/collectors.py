@@ -31,6 +31,7 @@ from tensordict.nn import InteractionType
 from reap.collectors.arguments import (
     check_int,
     check_postproc_and_buffer,
+    check_torchrl_kwargs,
     checked_cat_results,
     checked_total_frames,
     checked_worker_ids,
@@ -60,16 +61,6 @@ FAILURE_MODES = ("raise", "restart")
 #: The least time a worker is given to start (import torch, build its env and policy), in seconds;
 #: a longer ``worker_timeout`` gives it longer.
 STARTUP_TIMEOUT = 60.0
-#: TorchRL arguments accepted for compatibility that change nothing here.
-_NO_EFFECT = {"num_threads", "use_buffers", "trust_policy", "no_cuda_sync", "compile_policy",
-              "cudagraph_policy", "auto_register_policy_transforms"}
-#: TorchRL arguments accepted only at their default value.
-_DEFAULT_ONLY = {"reset_when_done": True, "preemptive_threshold": None, "set_truncated": False,
-                 "collector_class": None, "trajs_per_batch": None, "trajs_per_write": None,
-                 "traj_format": None, "track_policy_version": False, "weight_recv_schemes": None,
-                 "init_fn": None, "pre_collect_hook": None, "post_collect_hook": None,
-                 "compact_obs": False, "return_same_td": False}
-
 
 def _cpu_only_env(env_device, owner: str) -> None:
     for dev in env_device if isinstance(env_device, (list, tuple)) else [env_device]:
@@ -107,6 +98,7 @@ class _MultiCollector(BaseCollector):
         exploration_type=InteractionType.RANDOM,
         update_at_each_batch: bool = False,
         num_sub_threads: int = 1,
+        set_truncated: bool = False,
         cat_results: str | int | None = None,
         replay_buffer=None,
         extend_buffer: bool = True,
@@ -125,17 +117,7 @@ class _MultiCollector(BaseCollector):
     ):
         owner = type(self).__name__
         self._handles: list[WorkerHandle] = []
-        for key, value in torchrl_kwargs.items():
-            if key in _NO_EFFECT:
-                continue
-            if key in _DEFAULT_ONLY:
-                if value != _DEFAULT_ONLY[key]:
-                    raise NotImplementedError(
-                        f"{owner}: {key}={value!r} is not supported by reap; leave it at "
-                        f"{_DEFAULT_ONLY[key]!r}"
-                    )
-                continue
-            raise TypeError(f"{owner}: unexpected keyword argument {key!r}")
+        check_torchrl_kwargs(torchrl_kwargs, owner)
 
         # ---- envs and workers ------------------------------------------------------------
         fns = env_constructors(create_env_fn, num_workers, owner)
@@ -202,7 +184,7 @@ class _MultiCollector(BaseCollector):
                 "frames_per_batch": requested[i], "create_env_kwargs": env_kwargs[i],
                 "max_frames_per_traj": max_frames_per_traj, "reset_at_each_iter": reset_at_each_iter,
                 "exploration_type": exploration_type, "track_traj_ids": track_traj_ids,
-                "policy_device": policy_devices[i],
+                "policy_device": policy_devices[i], "set_truncated": set_truncated,
             }
             self._specs.append({
                 "create_env_fn": fns[i], "policy": policy, "policy_factory": factories[i],

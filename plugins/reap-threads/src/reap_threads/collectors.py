@@ -34,6 +34,7 @@ from tensordict.nn import InteractionType
 
 from reap.collectors.arguments import (
     check_postproc_and_buffer,
+    check_torchrl_kwargs,
     checked_cat_results,
     checked_total_frames,
     checked_worker_ids,
@@ -53,9 +54,8 @@ from reap.plugins import get_weight_sync_scheme, hook
 from reap.weight_update import as_weights, match_weights, weights_from_update_args
 from reap_threads.weight_sync import ThreadWeightSyncScheme
 
-#: TorchRL arguments accepted for compatibility that change nothing here.
-_NO_EFFECT = {"num_threads", "num_sub_threads", "use_buffers", "trust_policy", "no_cuda_sync",
-              "compile_policy", "cudagraph_policy", "mp_start_method", "on_worker_failure"}
+#: reap-collectors-mp's arguments, taken so that a collector can switch backends; no effect here.
+_MP_ONLY = frozenset({"mp_start_method", "on_worker_failure"})
 
 
 class ThreadWorkerError(RuntimeError):
@@ -130,6 +130,7 @@ class _ThreadCollector(BaseCollector):
         split_trajs: bool | None = None,
         exploration_type=InteractionType.RANDOM,
         update_at_each_batch: bool = False,
+        set_truncated: bool = False,
         cat_results: str | int | None = None,
         replay_buffer=None,
         extend_buffer: bool = True,
@@ -142,9 +143,7 @@ class _ThreadCollector(BaseCollector):
     ):
         owner = type(self).__name__
         self._threads: list[threading.Thread] = []
-        for key in torchrl_kwargs:
-            if key not in _NO_EFFECT:
-                raise TypeError(f"{owner}: unexpected keyword argument {key!r}")
+        check_torchrl_kwargs(torchrl_kwargs, owner, also_no_effect=_MP_ONLY)
         fns = env_constructors(create_env_fn, num_workers, owner)
         n = self.num_workers = len(fns)
         factories = policy_factories(policy, policy_factory, n, owner)
@@ -196,7 +195,7 @@ class _ThreadCollector(BaseCollector):
                     create_env_kwargs=env_kwargs[i], max_frames_per_traj=max_frames_per_traj,
                     reset_at_each_iter=reset_at_each_iter, exploration_type=exploration_type,
                     track_traj_ids=track_traj_ids, policy_device=policy_device, env_device=env_device,
-                    worker_idx=i, traj_id_counter=counter)
+                    worker_idx=i, traj_id_counter=counter, set_truncated=set_truncated)
                 collector.init_random_frames = random_batches * collector.frames_per_batch
                 receiver = scheme.receiver(i, collector.policy)
                 self._templates.append(receiver.local)

@@ -33,6 +33,49 @@ from collections.abc import Callable
 
 from reap.envs.base import EnvBase
 
+#: TorchRL arguments that tune TorchRL's own machinery (threads, buffers, CUDA syncs, policy
+#: wrapping): every reap collector takes them, and they change nothing.
+TORCHRL_NO_EFFECT = frozenset({"num_threads", "num_sub_threads", "use_buffers", "trust_policy", "no_cuda_sync",
+                               "auto_register_policy_transforms"})
+#: TorchRL arguments for features reap does not have: taken at their default (or any false value
+#: where the default is None or False), refused otherwise.
+TORCHRL_DEFAULT_ONLY = {
+    "reset_when_done": True, "preemptive_threshold": None, "trajs_per_batch": None, "trajs_per_write": None,
+    "traj_format": None, "track_policy_version": False, "weight_recv_schemes": None, "init_fn": None,
+    "pre_collect_hook": None, "post_collect_hook": None, "compact_obs": False, "interruptor": None,
+    "compile_policy": None, "cudagraph_policy": None, "collector_class": None, "return_same_td": False,
+}
+_DEFAULT_ONLY_FIX = {
+    "compile_policy": "compile the policy yourself (torch.compile(policy)) before passing it",
+    "cudagraph_policy": "reap steps policies on the CPU; leave it unset",
+    "post_collect_hook": "pass postproc= (it runs on every batch)",
+}
+
+
+def check_torchrl_kwargs(kwargs: dict, owner: str, *, also_no_effect=()) -> None:
+    """Accept the TorchRL arguments a collector does not implement itself: those with no
+    effect (``TORCHRL_NO_EFFECT`` and ``also_no_effect``) and those at their default
+    (``TORCHRL_DEFAULT_ONLY``); anything else is an error that names it.
+
+    Examples:
+        >>> check_torchrl_kwargs({"trust_policy": True, "reset_when_done": True}, "MyCollector")
+        >>> check_torchrl_kwargs({"compile_policy": True}, "MyCollector")
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: MyCollector: compile_policy=True is not supported by reap; leave it at None (compile the policy yourself (torch.compile(policy)) before passing it)
+    """
+    for key, value in kwargs.items():
+        if key in TORCHRL_NO_EFFECT or key in also_no_effect:
+            continue
+        if key not in TORCHRL_DEFAULT_ONLY:
+            raise TypeError(f"{owner}: unexpected keyword argument {key!r}")
+        default = TORCHRL_DEFAULT_ONLY[key]
+        if value is default or value == default or (default in (None, False) and not value):
+            continue
+        fix = _DEFAULT_ONLY_FIX.get(key)
+        raise NotImplementedError(f"{owner}: {key}={value!r} is not supported by reap; leave it at {default!r}"
+                                  + (f" ({fix})" if fix else ""))
+
 
 def check_int(value, name: str, owner: str, *, minimum: int = 1, allow_none: bool = True) -> None:
     """Raise ``ValueError`` unless ``value`` is an int (not a bool) ``>= minimum`` (or ``None``,

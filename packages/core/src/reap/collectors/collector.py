@@ -32,9 +32,10 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
 
+from reap.collectors.arguments import check_torchrl_kwargs
 from reap.collectors.base import BaseCollector, check_frames
 from reap.collectors.policy import PolicyRunner, check_action
-from reap.collectors.trajectories import TrajIdCounter, split_trajectories
+from reap.collectors.trajectories import TrajIdCounter, mark_truncated, split_trajectories
 from reap.envs.base import EnvBase, is_hidden
 from reap.envs.serial import SerialEnv
 from reap.plugins import get_collector_backend, hook
@@ -135,7 +136,10 @@ class Collector(BaseCollector):
         weight_updater: WeightUpdaterBase | Callable | None = None,
         worker_idx: int | None = None,
         traj_id_counter: TrajIdCounter | None = None,
+        set_truncated: bool = False,
+        **torchrl_kwargs,
     ):
+        check_torchrl_kwargs(torchrl_kwargs, "Collector")
         check_frames(frames_per_batch, total_frames, "Collector")
         if create_env_fn is None:
             raise ValueError("Collector: create_env_fn is required (an env, or a callable returning one)")
@@ -201,6 +205,7 @@ class Collector(BaseCollector):
         self.reset_at_each_iter = reset_at_each_iter
         self.postproc = postproc
         self.split_trajs = bool(split_trajs)
+        self.set_truncated = bool(set_truncated)
         self.return_same_td = return_same_td
         self.replay_buffer = replay_buffer
         self.extend_buffer = extend_buffer
@@ -361,6 +366,8 @@ class Collector(BaseCollector):
         self._started_batches += 1
         hook().reap_rollout_end(collector=self, worker_idx=self.worker_idx, frames=self.frames_per_batch)
         batch = self._assemble(dest)
+        if self.set_truncated:
+            mark_truncated(batch)
         self._frames += self.frames_per_batch
         self._iter += 1
         return batch

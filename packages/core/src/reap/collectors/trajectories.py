@@ -51,6 +51,24 @@ class TrajIdCounter:
         self._lock = threading.Lock()
 
 
+def mark_truncated(batch: TensorDictBase) -> TensorDictBase:
+    """``set_truncated=True``: the batch's last step (last dim) is truncated, and so done, in
+    ``"next"`` (``"terminated"`` is left as it is), in place, as TorchRL's collectors mark it.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> batch = TensorDict({"next": {"done": torch.zeros(3, 1, dtype=torch.bool),
+        ...                              "truncated": torch.zeros(3, 1, dtype=torch.bool)}}, batch_size=[3])
+        >>> mark_truncated(batch)["next", "done"].flatten().tolist()
+        [False, False, True]
+    """
+    last = (slice(None),) * (batch.batch_dims - 1) + (-1,)
+    for key in ("truncated", "done"):
+        batch.get(("next", key))[last] = True
+    return batch
+
+
 def split_trajectories(batch: TensorDictBase, *, traj_key=("collector", "traj_ids")) -> TensorDict:
     """Regroup a batch by trajectory: ``[n_traj, max_len]``, zero-padded.
 
