@@ -22,12 +22,14 @@ def test_batches_name_their_worker(async_collector):
     assert isinstance(async_collector, MultiAsyncCollector)
     it = iter(async_collector)
     seen = set()
-    for _ in range(8):
+    for _ in range(200):  # a worker's batches are tiny: a busy machine may show one many first
         batch = next(it)
         assert batch.batch_size == (2, 4)
         worker = batch["collector", "worker_id"]
         assert worker.unique().numel() == 1
         seen.add(int(worker[0, 0]))
+        if seen == {0, 1}:
+            break
     assert seen == {0, 1}
 
 

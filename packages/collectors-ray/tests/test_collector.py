@@ -265,3 +265,19 @@ def test_public_classes_have_examples():
 
     for name in ("RayCollector", "RayReplayBuffer", "RayWeightUpdater", "RayWeightSyncScheme"):
         assert ">>>" in getattr(reap, name).__doc__, name
+
+
+def test_start_writes_every_frame_into_the_buffer_in_the_background():
+    import asyncio
+
+    from reap_testing import wait_until
+
+    rb = RayReplayBuffer(storage=LazyTensorStorage(1000), batch_size=8)
+    with rb:
+        collector = RayCollector([env_fn(batch=2)], ConstantPolicy(1.0).as_module(), frames_per_batch=20,
+                                 total_frames=100, replay_buffer=rb)
+        collector.start()
+        wait_until(lambda: not collector.is_running(), timeout=120, what="the end of the background collection")
+        assert len(rb) == 100 and collector.frames == 100
+        asyncio.run(collector.async_shutdown(timeout=30))  # a coroutine, as TorchRL's
+        assert collector._closed and not collector.is_running()

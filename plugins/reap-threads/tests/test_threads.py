@@ -259,3 +259,22 @@ def test_set_truncated_reaches_the_worker_collectors():
                               total_frames=16, set_truncated=True) as collector:
         for batch in collector:  # [2 envs, 4 steps] from either worker
             assert batch["next", "truncated"].squeeze(-1).tolist() == [[False, False, False, True]] * 2
+
+
+def test_start_collects_into_the_buffer_in_the_background():
+    class Sink:
+        batches = []
+
+        def extend(self, batch):
+            self.batches.append(batch.clone())
+
+    from reap_testing import wait_until
+
+    sink = Sink()
+    collector = ThreadSyncCollector([env_fn(batch=2, episode_len=100)] * 2, constant_policy(1.0), frames_per_batch=16,
+                                    total_frames=64, replay_buffer=sink)
+    collector.start()
+    wait_until(lambda: not collector.is_running(), what="the end of the background collection")
+    collector.async_shutdown()
+    assert [b.batch_size for b in sink.batches] == [torch.Size([2, 2, 4])] * 4
+    assert not _worker_threads()

@@ -39,7 +39,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tensordict.nn import InteractionType
 
-from reap.collectors.base import options_for_worker
+from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.collector import Collector
 from reap.collectors.remote import (
     RemoteCollectorBase,
@@ -514,8 +514,9 @@ class RayCollector(RemoteCollectorBase):
                 shutdown_ray_if_ours()
 
     async def async_shutdown(self, timeout: float | None = None, shutdown_ray: bool = False) -> None:
-        """``shutdown()`` for asyncio code."""
-        self.shutdown(timeout=timeout, shutdown_ray=shutdown_ray)
+        """A coroutine, as TorchRL's: stop :meth:`start`'s background collection (waiting at most
+        ``timeout`` s for the batch under way), then ``shutdown()``."""
+        BaseCollector.async_shutdown(self, timeout, shutdown_ray=shutdown_ray)
 
     def __repr__(self) -> str:
         return (f"RayCollector(num_collectors={len(self.__dict__.get('_actors', []))}, sync={self.__dict__.get('_sync')}, "

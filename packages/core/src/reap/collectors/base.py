@@ -3,10 +3,14 @@
 Iteration yields batches (or ``None`` when a ``replay_buffer`` receives them), ``with`` shuts
 the collector down, ``shutdown()`` may be called any number of times; after it, iterating
 (an iterator made before included), seeding and weight updates raise ``RuntimeError``.
+``start()`` collects into the replay buffer in a background thread instead (TorchRL's).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -19,12 +23,41 @@ class NoLengthError(RuntimeError, TypeError):
     """``len(collector)`` of a collector with no ``total_frames``."""
 
 
+#: Methods that touch the envs, the policy or the workers: while ``start()``'s thread runs, each
+#: waits for the batch under way (they and the thread take one lock), so they act between batches.
+_BETWEEN_BATCHES = ("update_policy_weights_", "set_seed", "reset", "state_dict", "load_state_dict")
+
+
+def _between_batches(method):
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._background_lock():
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
+def _stopping_background(shutdown):
+    @functools.wraps(shutdown)
+    def wrapper(self, *args, **kwargs):
+        self._stop_background(None)
+        return shutdown(self, *args, **kwargs)
+    return wrapper
+
+
 class BaseCollector:
     """Common protocol of the single-process, multi-process and remote collectors.
 
     Subclasses set ``self._closed = False`` as the last step of a successful ``__init__``;
     garbage collection then shuts down what construction started.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in _BETWEEN_BATCHES:
+            if name in cls.__dict__:
+                setattr(cls, name, _between_batches(cls.__dict__[name]))
+        if "shutdown" in cls.__dict__:
+            cls.shutdown = _stopping_background(cls.__dict__["shutdown"])
 
     def _check_open(self) -> None:
         """Raise if ``shutdown()`` was called: every call that collects, seeds or moves weights
@@ -82,6 +115,77 @@ class BaseCollector:
 
     def shutdown(self) -> None:
         raise NotImplementedError
+
+    # ---- background collection (TorchRL's start / async_shutdown) --------------------------
+    def start(self) -> None:
+        """Collect in a background thread, every batch into the ``replay_buffer``, until
+        ``total_frames`` are collected or :meth:`async_shutdown` (TorchRL's ``start``).
+
+        Meanwhile weight updates, seeding and state calls act between two batches. An error
+        in the background stops it with a warning; :meth:`async_shutdown` raises it.
+
+        Examples:
+            >>> from reap import Collector, GymEnv, LazyTensorStorage, ReplayBuffer
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(1000))
+            >>> collector = Collector(GymEnv("CartPole-v1"), None, frames_per_batch=50,
+            ...                       total_frames=200, replay_buffer=rb)
+            >>> collector.start()
+            >>> collector.async_shutdown()  # after the batch under way
+            >>> len(rb) % 50
+            0
+        """
+        self._check_open()
+        if getattr(self, "replay_buffer", None) is None:
+            fix = ("build the collector with replay_buffer=..." if hasattr(self, "replay_buffer")
+                   else f"{type(self).__name__} takes none")
+            raise RuntimeError(f"{type(self).__name__}.start() collects into a replay buffer: {fix}, or iterate it")
+        if self.is_running():
+            return
+        self._background_stop = threading.Event()
+        self._background_error = None
+        self.__dict__.setdefault("_batch_lock", threading.RLock())
+        self._background = threading.Thread(target=self._collect_in_background, daemon=True,
+                                            name=f"reap-{type(self).__name__}-start")
+        self._background.start()
+
+    def _collect_in_background(self) -> None:
+        batches = self.iterator()
+        try:
+            while not self._background_stop.is_set():
+                with self._batch_lock:
+                    if next(batches, StopIteration) is StopIteration:
+                        return
+        except Exception as exc:
+            self._background_error = exc
+            warnings.warn(f"{type(self).__name__}: background collection stopped: {exc!r} "
+                          "(async_shutdown() raises it)", RuntimeWarning, stacklevel=1)
+
+    def is_running(self) -> bool:
+        """Whether :meth:`start`'s background collection is running."""
+        thread = self.__dict__.get("_background")
+        return thread is not None and thread.is_alive()
+
+    def async_shutdown(self, timeout: float | None = None, **shutdown_kwargs) -> None:
+        """Stop :meth:`start`'s background collection after the batch under way (waiting at
+        most ``timeout`` s for it), then ``shutdown(**shutdown_kwargs)``; raise the error that
+        stopped the background collection, if any."""
+        self._stop_background(timeout)
+        self.shutdown(**shutdown_kwargs)
+        error = self.__dict__.pop("_background_error", None)
+        if error is not None:
+            raise RuntimeError(f"{type(self).__name__}: the background collection failed: {error}") from error
+
+    def _stop_background(self, timeout: float | None) -> None:
+        thread = self.__dict__.get("_background")
+        if thread is None or thread is threading.current_thread():
+            return
+        self._background_stop.set()
+        thread.join(timeout)
+        self._background = None  # past the timeout it ends after its batch, unwaited for
+
+    def _background_lock(self):
+        """The lock :meth:`start`'s thread holds for each batch (none before ``start()``)."""
+        return self.__dict__.get("_batch_lock") or contextlib.nullcontext()
 
     # ---- plugins: options that reach every worker, reports that come back ----------------
     def set_plugin_options(self, name: str, options) -> None:

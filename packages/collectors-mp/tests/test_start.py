@@ -1,0 +1,42 @@
+"""``start()`` on multi-process collectors: workers fill a replay buffer while the trainer pushes
+weights, and ``async_shutdown()`` leaves no process or segment behind."""
+
+import threading
+
+import pytest
+import torch
+
+from reap_mp import MultiAsyncCollector, MultiSyncCollector
+from reap_mp.testing import constant_policy, env_fn, pid_alive, shm_segments
+from reap_testing import shm_left_by_us, wait_until
+
+
+class Sink:
+    def __init__(self):
+        self.batches = []
+
+    def extend(self, batch):
+        self.batches.append(batch.clone())
+
+
+@pytest.mark.parametrize("cls, scheme", [(MultiSyncCollector, "pipe"), (MultiAsyncCollector, "shared_mem")])
+def test_start_collects_in_the_background_and_weights_reach_later_batches(cls, scheme, shm_before):
+    sink = Sink()
+    collector = cls([env_fn(batch=2, episode_len=100)] * 2, constant_policy(1.0), frames_per_batch=16,
+                    total_frames=-1, replay_buffer=sink, weight_sync_schemes={"policy": scheme},
+                    mp_start_method="forkserver")
+    pids = list(collector.worker_pids)
+    collector.start()
+    wait_until(lambda: len(sink.batches) >= 2)
+    collector.update_policy_weights_({"module.weight": torch.tensor([3.0])})
+    version = collector.policy_version
+    wait_until(lambda: any((b["collector", "policy_version"] == version).all() for b in sink.batches))
+    collector.async_shutdown(timeout=30)
+    assert not collector.is_running()
+    assert not [t for t in threading.enumerate() if t.name.startswith(f"reap-{cls.__name__}-start")]
+    for batch in sink.batches:  # every batch says which weights made it, and its actions agree
+        tag = batch["collector", "policy_version"]
+        assert (tag == tag.flatten()[0]).all()
+        assert (batch["action"] == (3.0 if tag.flatten()[0] == version else 1.0)).all()
+    assert not any(pid_alive(p) for p in pids)
+    assert not shm_left_by_us(shm_segments() - shm_before)
