@@ -91,8 +91,8 @@ def test_async_collector_runs_one_worker_and_leaves_nothing(shm_before):
         if len(versions) == 1:
             collector.update_policy_weights_({"weight": torch.tensor([2.0])})
         assert (batch["action"] == (2.0 if versions[-1] == 1 else 1.0)).all()
-    # the second batch was under way at the push (the third maybe too): then the new weights
-    assert versions[:2] == [0, 0] and versions[-1] == 1 and versions == sorted(versions)
+    # the batches queued at the push may predate it (none, one or two); then the new weights
+    assert versions[0] == 0 and versions[-1] == 1 and versions == sorted(versions)
     collector.shutdown()
     assert not any(pid_alive(p) for p in pids)
     assert not shm_left_by_us(shm_segments() - shm_before)

@@ -159,6 +159,8 @@ class BaseCollector:
             self._background_error = exc
             warnings.warn(f"{type(self).__name__}: background collection stopped: {exc!r} "
                           "(async_shutdown() raises it)", RuntimeWarning, stacklevel=1)
+        finally:
+            batches.close()
 
     def is_running(self) -> bool:
         """Whether :meth:`start`'s background collection is running."""
