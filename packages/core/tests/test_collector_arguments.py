@@ -127,7 +127,7 @@ def test_torchrl_arguments_reap_takes(kwargs):
      r"C: compile_policy=True is not supported by reap; leave it at None \(compile the policy yourself"),
     ({"reset_when_done": False}, NotImplementedError, "C: reset_when_done=False is not supported by reap; leave it at True"),
     ({"post_collect_hook": print}, NotImplementedError, r"post_collect_hook=.* leave it at None \(pass postproc="),
-    ({"trajs_per_batch": 4}, NotImplementedError, "trajs_per_batch=4 is not supported"),
+    ({"trajs_per_batch": 4}, NotImplementedError, r"trajs_per_batch=4 is not supported by reap; leave it at None \(split_trajs=True"),
     ({"bogus": 1}, TypeError, "C: unexpected keyword argument 'bogus'"),
 ])
 def test_torchrl_arguments_reap_refuses(kwargs, error, match):

@@ -49,6 +49,9 @@ _DEFAULT_ONLY_FIX = {
     "compile_policy": "compile the policy yourself (torch.compile(policy)) before passing it",
     "cudagraph_policy": "reap steps policies on the CPU; leave it unset",
     "post_collect_hook": "pass postproc= (it runs on every batch)",
+    "track_policy_version": "reap's multi-worker and remote collectors tag every batch with "
+                            "('collector', 'policy_version')",
+    "trajs_per_batch": "split_trajs=True regroups each batch by trajectory",
 }
 
 
