@@ -140,3 +140,15 @@ def test_set_truncated_marks_each_batch_end_as_torchrl():
         [[0, 1, 2, 0], [0, 0, 1, 1], [0, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 1]],
         [[1, 2, 0, 1], [0, 1, 0, 1], [0, 1, 0, 0], [0, 0, 0, 1], [1, 1, 2, 2]],
     ]
+
+
+def test_fake_tensordict_is_laid_out_as_a_real_batch():
+    collector = Collector(GymEnv("Pendulum-v1"), _policy(), frames_per_batch=6, set_truncated=True,
+                          postproc=lambda td: td.set("seen", torch.ones(td.shape)))
+    fake = collector.fake_tensordict()
+    real = collector.next()
+    collector.shutdown()
+    layout = lambda td: {k: (td[k].shape, td[k].dtype) for k in td.keys(True, True)}  # noqa: E731
+    assert layout(fake) == layout(real)
+    assert fake["next", "truncated"].flatten().tolist() == [False] * 5 + [True]
+    assert fake["seen"].all() and not fake["observation"].any()

@@ -388,14 +388,34 @@ class Collector(BaseCollector):
 
     def rollout(self) -> TensorDictBase:
         """Collect one batch (no post-processing loop bookkeeping beyond frame counts)."""
-        batch = self._collect()
+        batch = self._postprocess(self._collect())
+        hook().reap_batch_ready(collector=self, batch=batch)
+        return batch
+
+    def fake_tensordict(self) -> TensorDictBase:
+        """A zeroed batch laid out as the ones the collector yields, without stepping (TorchRL's):
+        ``empty_batch()`` through ``set_truncated``, ``storing_device``, ``split_trajs`` and
+        ``postproc``, e.g. to size a replay buffer's storage.
+
+        Examples:
+            >>> from reap import Collector, GymEnv
+            >>> collector = Collector(GymEnv("CartPole-v1"), None, frames_per_batch=8)
+            >>> fake = collector.fake_tensordict()
+            >>> fake.batch_size, fake["next", "observation"].shape
+            (torch.Size([8]), torch.Size([8, 4]))
+        """
+        batch = self.empty_batch()
+        if self.set_truncated:
+            mark_truncated(batch)
+        return self._postprocess(batch)
+
+    def _postprocess(self, batch: TensorDictBase) -> TensorDictBase:
         if self.storing_device is not None and self.storing_device.type != "cpu":
             batch = batch.to(self.storing_device)
         if self.split_trajs:
             batch = split_trajectories(batch)
         if self.postproc is not None:
             batch = self.postproc(batch)
-        hook().reap_batch_ready(collector=self, batch=batch)
         return batch
 
     # ---- control ---------------------------------------------------------------------------
