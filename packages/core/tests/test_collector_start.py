@@ -2,6 +2,7 @@
 background thread, as TorchRL's collectors offer it."""
 
 import threading
+import time
 
 import pytest
 import torch
@@ -117,3 +118,17 @@ def test_a_collector_without_a_replay_buffer_says_so():
 
     with pytest.raises(RuntimeError, match=r"Bare.start\(\) collects into a replay buffer: Bare takes none, or iterate it"):
         Bare().start()
+
+
+def test_pause_holds_the_background_collection():
+    sink = Sink()
+    collector = Collector(lambda: CountingEnv(limit=1e9), policy(), frames_per_batch=5, total_frames=-1,
+                          replay_buffer=sink)
+    collector.start()
+    wait_until(lambda: len(sink.batches) >= 1)
+    with collector.pause():
+        paused = len(sink.batches)
+        time.sleep(0.3)  # a batch of 5 steps takes well under a millisecond
+        assert len(sink.batches) == paused
+    wait_until(lambda: len(sink.batches) > paused)  # and it goes on after the block
+    collector.async_shutdown()

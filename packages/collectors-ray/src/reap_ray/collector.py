@@ -443,22 +443,24 @@ class RayCollector(RemoteCollectorBase):
     def pause(self, timeout: float | None = None):
         """Drain the requests in flight (kept for the next iteration) and flush replay-buffer writes.
 
-        Inside the block no actor collects, so the trainer can checkpoint a quiescent state.
+        Inside the block no actor collects (:meth:`start`'s thread waits too), so the trainer
+        can checkpoint a quiescent state.
         """
         self._check_open()
         deadline = None if timeout is None else time.monotonic() + timeout
-        saved = self.actor_timeout
-        try:
-            while self._inflight:
-                if deadline is not None:
-                    self.actor_timeout = max(1e-3, min(saved, deadline - time.monotonic()))
-                self._ready.append(self._first_finished())
-        finally:
-            self.actor_timeout = saved
-        self._settle()
-        if self.replay_buffer is not None:
-            self._flush()
-        yield None
+        with self._background_lock():
+            saved = self.actor_timeout
+            try:
+                while self._inflight:
+                    if deadline is not None:
+                        self.actor_timeout = max(1e-3, min(saved, deadline - time.monotonic()))
+                    self._ready.append(self._first_finished())
+            finally:
+                self.actor_timeout = saved
+            self._settle()
+            if self.replay_buffer is not None:
+                self._flush()
+            yield None
 
     # ---- plugin options and reports (reap.hookspecs.reap_plugin_options) ---------------------------
     def _forward_plugin_options(self, name: str, options) -> None:

@@ -177,6 +177,14 @@ class BaseCollector:
         if error is not None:
             raise RuntimeError(f"{type(self).__name__}: the background collection failed: {error}") from error
 
+    @contextlib.contextmanager
+    def pause(self):
+        """Inside the ``with`` block, :meth:`start`'s background collection waits (after the
+        batch under way); remote collectors also drain the requests in flight."""
+        self._check_open()
+        with self._background_lock():
+            yield None
+
     def _stop_background(self, timeout: float | None) -> None:
         thread = self.__dict__.get("_background")
         if thread is None or thread is threading.current_thread():

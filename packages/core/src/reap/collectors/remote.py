@@ -326,11 +326,13 @@ class RemoteCollectorBase(BaseCollector):
     @contextlib.contextmanager
     def pause(self):
         """Drain the requests in flight (their batches are kept for the next iteration) and wait
-        for prefetched rollouts: inside the block no worker collects."""
+        for prefetched rollouts: inside the block no worker collects (:meth:`start`'s thread
+        waits too)."""
         self._check_open()
-        self._drain()
-        self._settle()
-        yield None
+        with self._background_lock():
+            self._drain()
+            self._settle()
+            yield None
 
     # ---- control ----------------------------------------------------------------------------
     def set_seed(self, seed: int, static_seed: bool = False) -> list:
