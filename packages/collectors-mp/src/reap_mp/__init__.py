@@ -1,9 +1,10 @@
 """reap-collectors-mp: multi-process sync and async collectors over shared memory.
 
-``MultiSyncCollector`` / ``MultiAsyncCollector`` (and ``AsyncCollector``, one worker) run reap's single-process ``Collector`` in
-worker processes that write batches into shared memory; ``ParallelEnv`` steps sub-envs in
-worker processes. Weight-sync schemes (``"shared_mem"``, ``"pipe"``) move trainer weights to
-the workers. Everything here is also importable from ``reap`` once this package is installed.
+``MultiSyncCollector`` / ``MultiAsyncCollector`` (and ``AsyncCollector``, one worker) run
+reap's single-process ``Collector`` in worker processes that write batches into shared memory;
+``ParallelEnv`` steps sub-envs in worker processes. Weight-sync schemes (``"shared_mem"``,
+``"pipe"``) move trainer weights to the workers. Everything here is also importable from
+``reap`` once this package is installed.
 """
 
 from reap_mp._procs import WorkerError

@@ -383,9 +383,17 @@ class EnvBase:
             raise ValueError("rollout: auto_reset=False needs the initial tensordict= to start from")
         td = self.reset(tensordict) if auto_reset else self._reset_done(tensordict)
         if break_when_all_done:
-            steps = self._rollout_until_all_done(td, max_steps, policy, callback, actions,
-                                                 set_truncated, storing_device)
-            return self._stack_steps(steps, return_contiguous, out)
+            steps = self._rollout_until_all_done(td, max_steps, policy, callback, actions, storing_device)
+        else:
+            steps = self._rollout_steps(td, max_steps, policy, callback, actions, storing_device,
+                                        break_when_any_done)
+        if set_truncated:
+            _mark_truncated(steps)
+        return self._stack_steps(steps, return_contiguous, out)
+
+    def _rollout_steps(self, td, max_steps, policy, callback, actions, storing_device,
+                       break_when_any_done: bool) -> list:
+        """``rollout``'s steps: done envs are reset and step on, or the first done ends it."""
         steps = []
         for i in range(max_steps):
             self._act(td, policy, actions, i)
@@ -399,12 +407,9 @@ class EnvBase:
             td = self._step_mdp(td)
             if callback is not None:
                 callback(self, td)
-        if set_truncated:
-            _mark_truncated(steps)
-        return self._stack_steps(steps, return_contiguous, out)
+        return steps
 
-    def _rollout_until_all_done(self, td, max_steps, policy, callback, actions, set_truncated,
-                                storing_device) -> list:
+    def _rollout_until_all_done(self, td, max_steps, policy, callback, actions, storing_device) -> list:
         """``rollout``'s steps under ``break_when_all_done=True``.
 
         ``"_step"`` (batch-shaped, with a trailing dim of 1) marks the envs not done yet; it is in
@@ -431,8 +436,6 @@ class EnvBase:
                 td.set("_step", running.clone())
             if callback is not None:
                 callback(self, td)
-        if set_truncated:
-            _mark_truncated(steps)
         return steps
 
     def _reset_done(self, tensordict: TensorDictBase) -> TensorDictBase:
