@@ -40,6 +40,15 @@ def policy():
     return TensorDictModule(Scale(), in_keys=["observation"], out_keys=["action"])
 
 
+def started(sink) -> Collector:
+    """An endless collector filling ``sink`` in the background, once its first batch is in."""
+    collector = Collector(lambda: CountingEnv(limit=1e9), policy(), frames_per_batch=5, total_frames=-1,
+                          replay_buffer=sink)
+    collector.start()
+    wait_until(lambda: len(sink.batches) >= 1)
+    return collector
+
+
 def background_threads():
     return [t for t in threading.enumerate() if t.name.startswith("reap-Collector-start")]
 
@@ -58,10 +67,7 @@ def test_start_fills_the_buffer_until_total_frames_then_stops():
 
 def test_weights_pushed_while_running_reach_the_next_batches():
     sink = Sink()
-    module = policy()
-    collector = Collector(lambda: CountingEnv(limit=1e9), module, frames_per_batch=5, total_frames=-1,
-                          replay_buffer=sink)
-    collector.start()
+    collector = started(sink)
     assert collector.is_running()
     wait_until(lambda: len(sink.batches) >= 2)
     before = len(sink.batches)
@@ -100,10 +106,7 @@ def test_start_needs_a_replay_buffer():
 
 def test_shutdown_while_running_waits_for_the_batch_under_way():
     sink = Sink()
-    collector = Collector(lambda: CountingEnv(limit=1e9), policy(), frames_per_batch=5, total_frames=-1,
-                          replay_buffer=sink)
-    collector.start()
-    wait_until(lambda: len(sink.batches) >= 1)
+    collector = started(sink)
     collector.shutdown()  # not async_shutdown: still stops the thread first
     assert not background_threads()
     assert all(b.numel() == 5 for b in sink.batches)
@@ -122,10 +125,7 @@ def test_a_collector_without_a_replay_buffer_says_so():
 
 def test_pause_holds_the_background_collection():
     sink = Sink()
-    collector = Collector(lambda: CountingEnv(limit=1e9), policy(), frames_per_batch=5, total_frames=-1,
-                          replay_buffer=sink)
-    collector.start()
-    wait_until(lambda: len(sink.batches) >= 1)
+    collector = started(sink)
     with collector.pause():
         paused = len(sink.batches)
         time.sleep(0.3)  # a batch of 5 steps takes well under a millisecond
