@@ -40,3 +40,19 @@ def test_start_collects_in_the_background_and_weights_reach_later_batches(cls, s
         assert (batch["action"] == (3.0 if tag.flatten()[0] == version else 1.0)).all()
     assert not any(pid_alive(p) for p in pids)
     assert not shm_left_by_us(shm_segments() - shm_before)
+
+
+def test_a_worker_dying_in_the_background_surfaces_in_async_shutdown(shm_before):
+    sink = Sink()
+    collector = MultiAsyncCollector([env_fn(), env_fn(die_at=30)], constant_policy(), frames_per_batch=4,
+                                    total_frames=-1, replay_buffer=sink, mp_start_method="forkserver")
+    pids = list(collector.worker_pids)
+    with pytest.warns(RuntimeWarning, match="MultiAsyncCollector: background collection stopped: WorkerError"):
+        collector.start()
+        wait_until(lambda: not collector.is_running(), what="the background collection to stop")
+    with pytest.raises(RuntimeError, match=r"the background collection failed: .*worker 1") as caught:
+        collector.async_shutdown()
+    assert type(caught.value.__cause__).__name__ == "WorkerError"
+    assert len(sink.batches) >= 1  # the batches before the death stay in the buffer
+    assert not any(pid_alive(p) for p in pids)
+    assert not shm_left_by_us(shm_segments() - shm_before)
