@@ -142,6 +142,10 @@ def test_bad_arguments_fail_before_any_actor_starts():
         RayCollector(env_fn(), None, frames_per_batch=9, collector_class="parallel")
     with pytest.raises(ValueError, match="actor_timeout must be a positive number of seconds"):
         RayCollector(env_fn(), None, frames_per_batch=9, actor_timeout=0)
+    with pytest.raises(TypeError, match="RayCollector: unexpected keyword argument 'split_traj'"):  # a typo
+        RayCollector(env_fn(), None, frames_per_batch=9, split_traj=True)
+    with pytest.raises(NotImplementedError, match="RayCollector: compile_policy=True is not supported by reap"):
+        RayCollector(env_fn(), None, frames_per_batch=9, collector_kwargs={"compile_policy": True})
 
 
 def test_replay_buffer_gets_every_frame_exactly_once_from_two_actors():

@@ -36,11 +36,13 @@ def test_busy_port_is_an_error_naming_it_and_starts_nothing():
     ({"visible_devices": [0, "cpu"]}, "visible_devices names 0"),  # an int is a CUDA index, as in torch
     ({"visible_devices": ["cpu"]}, "visible_devices has 1 entries but there are 2 collectors"),
     ({"visible_devices": 1.5}, "visible_devices must be devices"),
+    ({"bogus_option": 1}, r"(RPC|Distributed)Collector: unexpected keyword argument 'bogus_option'"),
+    ({"collector_kwargs": {"reset_when_done": False}}, "reset_when_done=False is not supported by reap"),
 ])
 def test_bad_arguments_fail_before_any_process_starts(kwargs, match):
     args = {"frames_per_batch": 4, **kwargs}
     for cls in (RPCCollector, DistributedCollector):
-        with pytest.raises((ValueError, TypeError), match=match):
+        with pytest.raises((ValueError, TypeError, NotImplementedError), match=match):
             cls([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), **args)
 
 

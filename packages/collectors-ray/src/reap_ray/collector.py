@@ -43,6 +43,7 @@ from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.collector import Collector
 from reap.collectors.remote import (
     RemoteCollectorBase,
+    check_collector_options,
     check_remote_arguments,
     remote_collector_kwargs,
     split_per_collector,
@@ -208,6 +209,8 @@ class RayCollector(RemoteCollectorBase):
             **collector_options,
         }
         self.num_workers_per_collector = num_workers_per_collector
+        for options in lists["collector_kwargs"]:  # before Ray starts
+            check_collector_options({**self._common, **(options or {})}, self.collector_class, owner)
 
         # ---- weights, actors ---------------------------------------------------------------
         self._specs: list[dict] = []

@@ -39,12 +39,13 @@ A subclass calls :meth:`_init_requests` in its ``__init__`` and implements
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections import deque
 from collections.abc import Callable
 
 import torch
 
-from reap.collectors.arguments import check_int, checked_worker_ids
+from reap.collectors.arguments import check_int, check_torchrl_kwargs, checked_worker_ids
 from reap.collectors.base import BaseCollector, check_frames
 from reap.collectors.bookkeeping import WorkerWeights
 from reap.collectors.collector import Collector
@@ -432,6 +433,22 @@ def split_per_collector(per_collector_args: dict, *, num_collectors: int | None,
     return n, lists
 
 
+def check_collector_options(options: dict, collector_class, owner: str) -> None:
+    """Refuse on the driver, before any worker starts, the options the workers' reap
+    ``Collector`` would refuse once started (an unknown name, a TorchRL feature reap lacks).
+
+    Examples:
+        >>> check_collector_options({"split_trajs": True, "trust_policy": True}, Collector, "X")
+        >>> check_collector_options({"split_traj": True}, Collector, "X")
+        Traceback (most recent call last):
+        ...
+        TypeError: X: unexpected keyword argument 'split_traj'
+    """
+    if collector_class is Collector:
+        own = inspect.signature(Collector.__init__).parameters
+        check_torchrl_kwargs({k: v for k, v in options.items() if k not in own}, owner)
+
+
 def remote_collector_kwargs(common: dict, *, create_env_fn, collector_class, num_envs: int = 1,
                             devices: dict | None = None, collector_kwargs: dict | None = None,
                             policy_factory=None, owner: str) -> dict:
@@ -448,6 +465,7 @@ def remote_collector_kwargs(common: dict, *, create_env_fn, collector_class, num
     kwargs = dict(common)
     kwargs.update({name: value for name, value in (devices or {}).items() if value is not None})
     kwargs.update(collector_kwargs or {})
+    check_collector_options(kwargs, collector_class, owner)
     if num_envs > 1 or not issubclass(collector_class, Collector):
         if isinstance(create_env_fn, EnvBase):
             raise TypeError(f"{owner}: with num_workers_per_collector > 1 or a multi-process collector_class, "
@@ -460,4 +478,5 @@ def remote_collector_kwargs(common: dict, *, create_env_fn, collector_class, num
     return kwargs
 
 
-__all__ = ["DEVICES", "RemoteCollectorBase", "check_remote_arguments", "remote_collector_kwargs", "split_per_collector"]
+__all__ = ["DEVICES", "RemoteCollectorBase", "check_collector_options", "check_remote_arguments",
+           "remote_collector_kwargs", "split_per_collector"]
