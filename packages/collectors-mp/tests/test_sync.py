@@ -49,8 +49,10 @@ def test_traj_ids_unique_across_workers(sync):
 
 
 def test_weights_propagate_to_every_later_batch(sync):
+    before = sync.get_policy_version()
     sync.update_policy_weights_(TensorDict({"module": {"weight": torch.tensor([3.0])}}))
     version = sync.policy_version
+    assert sync.get_policy_version() == version == before + 1
     for _ in range(3):
         batch = sync.next()
         assert (batch["action"] == 3.0).all()

@@ -152,3 +152,13 @@ def test_fake_tensordict_is_laid_out_as_a_real_batch():
     assert layout(fake) == layout(real)
     assert fake["next", "truncated"].flatten().tolist() == [False] * 5 + [True]
     assert fake["seen"].all() and not fake["observation"].any()
+
+
+def test_policy_version_counts_weight_updates_as_torchrl():
+    policy = _policy()
+    collector = Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4)
+    assert collector.get_policy_version() == collector.policy_version == 0
+    collector.update_policy_weights_({"module.weight": torch.ones(1, 3), "module.bias": torch.zeros(1)})
+    collector.update_policy_weights_(policy)
+    assert collector.get_policy_version() == collector.policy_version == 2
+    collector.shutdown()

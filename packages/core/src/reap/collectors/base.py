@@ -104,6 +104,11 @@ class BaseCollector:
                                weights_dict=None, **kwargs) -> None:
         raise NotImplementedError
 
+    def get_policy_version(self) -> int:
+        """How many times ``update_policy_weights_`` sent weights (TorchRL's ``get_policy_version``;
+        multi-worker batches carry it as ``("collector", "policy_version")``)."""
+        return self.policy_version
+
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         raise NotImplementedError
 

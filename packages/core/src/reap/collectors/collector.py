@@ -231,6 +231,7 @@ class Collector(BaseCollector):
             raise TypeError(f"Collector: weight_updater must be a WeightUpdaterBase, got {weight_updater!r}")
         self.weight_updater = weight_updater
         self.weight_updater.register_collector(self)
+        self.policy_version = 0  # update_policy_weights_ calls so far, as the multi-worker collectors count
         self._frames = 0
         self._iter = 0
         self._started = False
@@ -457,6 +458,7 @@ class Collector(BaseCollector):
         if policy_or_weights is None and self._source_policy is not None and self._source_policy is not self.policy:
             policy_or_weights = self._source_policy
         self.weight_updater.push_weights(policy_or_weights, worker_ids=worker_ids)
+        self.policy_version += 1
 
     def state_dict(self) -> dict:
         """Policy weights, env (transform) statistics and progress: tensors and ints only."""
