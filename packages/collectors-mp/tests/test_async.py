@@ -106,3 +106,5 @@ def test_async_collector_takes_one_env_constructor():
         AsyncCollector([env_fn(), env_fn()], constant_policy(), frames_per_batch=4)
     with pytest.raises(ValueError, match="AsyncCollector runs one worker, got num_workers=2"):
         AsyncCollector(env_fn(), constant_policy(), frames_per_batch=4, num_workers=2)
+    with pytest.raises(ValueError, match="frames_per_batch"):  # num_workers=None (the default) passes
+        AsyncCollector(env_fn(), constant_policy(), frames_per_batch=0, num_workers=None)

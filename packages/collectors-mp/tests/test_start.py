@@ -8,15 +8,8 @@ import torch
 
 from reap_mp import MultiAsyncCollector, MultiSyncCollector
 from reap_mp.testing import constant_policy, env_fn, pid_alive, shm_segments
+from reap_testing import BatchSink as Sink
 from reap_testing import shm_left_by_us, wait_until
-
-
-class Sink:
-    def __init__(self):
-        self.batches = []
-
-    def extend(self, batch):
-        self.batches.append(batch.clone())
 
 
 @pytest.mark.parametrize("cls, scheme", [(MultiSyncCollector, "pipe"), (MultiAsyncCollector, "shared_mem")])

@@ -9,20 +9,8 @@ import torch
 from tensordict.nn import TensorDictModule
 
 from reap import Collector
+from reap_testing import BatchSink as Sink
 from reap_testing import CountingEnv, wait_until
-
-
-class Sink:
-    """A replay buffer's ``extend``: keeps every batch (list appends are atomic)."""
-
-    def __init__(self, fail_after: int | None = None):
-        self.batches = []
-        self.fail_after = fail_after
-
-    def extend(self, batch):
-        if self.fail_after is not None and len(self.batches) >= self.fail_after:
-            raise RuntimeError("storage is full")
-        self.batches.append(batch.clone())
 
 
 class Scale(torch.nn.Module):

@@ -262,15 +262,9 @@ def test_set_truncated_reaches_the_worker_collectors():
 
 
 def test_start_collects_into_the_buffer_in_the_background():
-    class Sink:
-        batches = []
+    from reap_testing import BatchSink, wait_until
 
-        def extend(self, batch):
-            self.batches.append(batch.clone())
-
-    from reap_testing import wait_until
-
-    sink = Sink()
+    sink = BatchSink()
     collector = ThreadSyncCollector([env_fn(batch=2, episode_len=100)] * 2, constant_policy(1.0), frames_per_batch=16,
                                     total_frames=64, replay_buffer=sink)
     collector.start()

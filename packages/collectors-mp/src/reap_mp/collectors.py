@@ -685,7 +685,7 @@ class AsyncCollector(MultiAsyncCollector):
             raise TypeError(
                 "AsyncCollector: create_env_fn must be one env constructor (it runs one worker); "
                 "for a list of them use MultiAsyncCollector")
-        if kwargs.get("num_workers", 1) != 1:
+        if kwargs.get("num_workers") not in (None, 1):
             raise ValueError(
                 f"AsyncCollector runs one worker, got num_workers={kwargs['num_workers']!r}; "
                 "use MultiAsyncCollector for more")

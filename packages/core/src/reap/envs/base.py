@@ -476,12 +476,9 @@ class EnvBase:
         nxt = td["next"]
         root = TensorDict({k: nxt[k] for k in self.state_keys if not is_hidden(k)}, batch_size=self.batch_size)
         for key in FLAG_KEYS:
-            root[key] = torch.zeros_like(nxt[key]) if reset else nxt[key]
-        done = nxt["done"].reshape(self.batch_size)
-        if reset and done.any():
-            reset_in = root.clone()
-            reset_in["_reset"] = nxt["done"]
-            root = self.reset(reset_in)
+            root[key] = nxt[key]
+        if reset:
+            root = self._reset_done(root)
         return root.update(td.exclude("next", "_step", self.action_key, self.reward_key, *root.keys()))
 
     # ---- transforms ----------------------------------------------------------------------
