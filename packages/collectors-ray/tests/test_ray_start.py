@@ -7,9 +7,10 @@ import pytest
 import ray
 
 from reap_mp.testing import constant_policy, env_fn
-from reap_ray import RayCollector, RayStartError
+from reap_ray import RayCollector, RayReplayBuffer, RayStartError
 from reap_ray._ray import DEFAULT_REMOTE_CONFIG, ensure_ray, remote_config, started_by_reap
 from reap_ray.testing import processes_of_session
+from reap_replay import LazyTensorStorage
 
 
 def _listening_addresses(pids):
@@ -56,12 +57,52 @@ def test_remote_configs_default_to_one_cpu_no_gpu_2gib():
         RayCollector(env_fn(), constant_policy(), frames_per_batch=10, remote_configs=3)
 
 
-def test_unschedulable_actor_is_a_clear_error_naming_resources():
-    with pytest.raises(RayStartError) as info:
-        RayCollector(env_fn(), constant_policy(), frames_per_batch=10, num_collectors=1,
-                     remote_configs={"num_cpus": 64}, actor_start_timeout=2)
-    message = str(info.value)
-    assert "actor 0 was not ready after 2 s" in message
-    assert "asks for {CPU: 64, memory: 2.00 GiB}" in message
-    assert "the cluster has {CPU: 6," in message
-    assert "remote_configs" in message
+def _actors_created(class_name: str) -> int:
+    """Actors of this class this driver has created so far, dead or alive."""
+    from ray._private import state
+
+    job = ray.get_runtime_context().get_job_id()
+    return sum(1 for info in state.actors().values()
+               if info.get("JobID") == job and info.get("ActorClassName", "").endswith(class_name))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"num_collectors": 1, "remote_configs": {"num_cpus": 64}},
+     r"RayCollector: actor 0 asks for \{CPU: 64, memory: 2.00 GiB\} but no node of the cluster has that much "
+     r"\(its 1 node\(s\): \{CPU: 6, memory: .* GiB, object_store_memory: 0.29 GiB\}\)\. Lower remote_configs"),
+    ({"num_collectors": 2, "remote_configs": [{}, {"resources": {"sim": 1}}]},
+     r"RayCollector: actor 1 asks for \{CPU: 1, memory: 2.00 GiB, sim: 1\} but no node"),
+    ({"num_collectors": 4, "remote_configs": {"num_cpus": 2, "memory": 2**27}},
+     r"^RayCollector: 4 actors ask for \{CPU: 8, memory: 0.50 GiB\} in all \(each \{CPU: 2, memory: 0.12 GiB\}\) "
+     r"but the cluster has \{CPU: 6, .*\} in all; at most 3 fit\. Start fewer collectors, lower remote_configs "
+     r"\(e\.g\. remote_configs=\{'num_cpus': 0\.5\}"),
+], ids=["no-node-that-big", "absent-resource", "more-than-the-cluster"])
+def test_actors_the_cluster_can_never_place_are_refused_before_any_starts(kwargs, message):
+    before = _actors_created("CollectorActor")
+    with pytest.raises(RayStartError, match=message):
+        RayCollector(env_fn(), constant_policy(), frames_per_batch=8, actor_start_timeout=600, **kwargs)
+    assert _actors_created("CollectorActor") == before  # refused before asking Ray for any actor
+
+
+def test_placement_counts_the_actors_already_running_and_waits_only_for_busy_resources():
+    with pytest.raises(RayStartError, match=r"RayReplayBuffer: actor 0 asks for \{CPU: 7, memory: 2.00 GiB\}"):
+        RayReplayBuffer(storage=LazyTensorStorage(10), remote_config={"num_cpus": 7})
+    small = {"num_cpus": 2, "memory": 2**27}
+    with RayReplayBuffer(storage=LazyTensorStorage(64), remote_config=small) as rb, \
+            RayCollector(env_fn(), constant_policy(), num_collectors=1, frames_per_batch=8, total_frames=16,
+                         remote_configs=small, replay_buffer=rb) as collector:
+        before = _actors_created("CollectorActor")
+        # the buffer's 2 CPUs and the actor's 2 are held: 2 more actors of 2 CPUs make 8 of 6
+        with pytest.raises(RayStartError, match=r"^RayCollector: 4 actors ask for \{CPU: 8, .*\} in all "
+                                                r"\(each \{CPU: 2, memory: 0.12 GiB\}\) .* at most 3 fit"):
+            collector.add_collectors([env_fn()] * 2, remote_configs=small)
+        assert _actors_created("CollectorActor") == before and collector.num_collectors == 1
+        # resources that exist but are held: the wait, bounded by actor_start_timeout
+        with pytest.raises(RayStartError, match=r"RayCollector: actor 0 was not ready after 2 s: it asks for "
+                                                r"\{CPU: 3, memory: 0.12 GiB\} but the cluster has \{CPU: 6, .*\} "
+                                                r"in all and \{CPU: 2, .*\} free: other actors or tasks hold"):
+            RayCollector(env_fn(), constant_policy(), frames_per_batch=8, actor_start_timeout=2,
+                         remote_configs={**small, "num_cpus": 3})
+        for _ in collector:  # still collecting
+            pass
+        assert len(rb) == 16

@@ -11,6 +11,10 @@
   logs. Left alone, Ray names its node by the machine's external address; reap asks for the
   loopback address explicitly.
 
+``ray.init`` installs its own SIGTERM handler in the driver (one that exits at once, so a
+program's own clean stop never runs): :func:`ensure_ray` puts the handlers of SIGINT and SIGTERM
+back as they were before it.
+
 Two Ray defaults are switched off while reap starts or joins a Ray on this machine, unless the
 user set them: under ``uv run``, Ray would copy the working directory and build a fresh virtual
 environment for every job's workers (``RAY_ENABLE_UV_RUN_RUNTIME_ENV``); and it would turn
@@ -22,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
+import signal
+import threading
 import time
 
 import ray
@@ -68,6 +75,21 @@ def _on_this_machine():
             setattr(ray_constants, name, value)
 
 
+@contextlib.contextmanager
+def _keeping_signal_handlers():
+    """The SIGINT and SIGTERM handlers as they were before the block (``ray.init`` replaces SIGTERM's)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread sets handlers
+        yield
+        return
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            if handler is not None:  # None: set outside Python, and Python cannot set it again
+                signal.signal(signum, handler)
+
+
 def _is_local_address(address) -> bool:
     if address in (None, "auto", "local"):
         return True
@@ -83,6 +105,12 @@ def _running_local_cluster() -> str | None:
     if recorded and recorded in set(services.find_gcs_addresses()):
         return recorded
     return None
+
+
+def _ray_init(local: bool, **kwargs) -> None:
+    """``ray.init(**kwargs)`` keeping the signal handlers (and, for a Ray on this machine, its address)."""
+    with _keeping_signal_handlers(), _on_this_machine() if local else contextlib.nullcontext():
+        ray.init(**kwargs)
 
 
 def ensure_ray(ray_init_config: dict | None = None) -> bool:
@@ -105,17 +133,14 @@ def ensure_ray(ray_init_config: dict | None = None) -> bool:
             config.setdefault("_node_ip_address", LOOPBACK)
             for key, value in LOCAL_RAY_CONFIG.items():
                 config.setdefault(key, value)
-        with _on_this_machine() if _is_local_address(address) else contextlib.nullcontext():
-            ray.init(**config)
+        _ray_init(_is_local_address(address), **config)
         _started_by_reap = _started_by_reap or start
         return start
     address = os.environ.get("RAY_ADDRESS") or _running_local_cluster()
     if address:
-        with _on_this_machine() if _is_local_address(address) else contextlib.nullcontext():
-            ray.init(address=address, logging_level=logging.ERROR)
+        _ray_init(_is_local_address(address), address=address, logging_level=logging.ERROR)
         return False
-    with _on_this_machine():
-        ray.init(address="local", _node_ip_address=LOOPBACK, **LOCAL_RAY_CONFIG)
+    _ray_init(True, address="local", _node_ip_address=LOOPBACK, **LOCAL_RAY_CONFIG)
     _started_by_reap = True
     return True
 
@@ -146,11 +171,56 @@ def asked_resources(config: dict) -> dict:
     return {k: v for k, v in asked.items() if v}
 
 
+def _short_of(have: dict, asked: dict) -> dict:
+    """What of ``asked`` exceeds ``have`` (resource: amount asked)."""
+    return {k: v for k, v in asked.items() if v > have.get(k, 0) + 1e-9}
+
+
+def check_placeable(configs: list[dict], owner: str, held: list[dict] = (), first: int = 0) -> None:
+    """Refuse at once actors (``configs``: their options; the first is actor ``first``) this
+    cluster can never place.
+
+    Each must fit on one node, and together with ``held`` (actors of the caller's that keep
+    their resources meanwhile) they must fit in the cluster's total. Resources that exist but are in use are not checked:
+    :func:`wait_ready`'s timeout covers them.
+
+    Examples:
+        >>> _short_of({"CPU": 2.0, "memory": 8e9}, {"CPU": 3, "memory": 4e9})
+        {'CPU': 3}
+    """
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    for idx, config in enumerate(configs):
+        asked = asked_resources(config)
+        if nodes and not any(not _short_of(node, asked) for node in nodes):
+            shown = ", ".join(_fmt(node) for node in nodes[:4]) + (", ..." if len(nodes) > 4 else "")
+            raise RayStartError(
+                f"{owner}: actor {first + idx} asks for {_fmt(asked)} but no node of the cluster has "
+                f"that much (its {len(nodes)} node(s): {shown}). Lower remote_configs (num_cpus=, memory=, "
+                "num_gpus=, resources=), or add a node that has it; for a Ray that reap starts, "
+                "ray_init_config={'num_cpus': ..., 'resources': {...}} sets what its node offers.")
+    asked = [asked_resources(c) for c in [*held, *configs]]
+    total = {k: sum(a.get(k, 0) for a in asked) for k in set().union(*asked)}
+    cluster = ray.cluster_resources()
+    if _short_of(cluster, total):
+        each = {_fmt(a) for a in asked}
+        fits = ""
+        if len(each) == 1:  # one size of actor: say how many fit
+            one = asked[0]
+            fits = f"; at most {min(math.floor(cluster.get(k, 0) / v + 1e-9) for k, v in one.items())} fit"
+        raise RayStartError(
+            f"{owner}: {len(asked)} actors ask for {_fmt(total)} in all (each {' or '.join(sorted(each))}) "
+            f"but the cluster has {_fmt(cluster)} in all{fits}. Start fewer collectors, lower "
+            "remote_configs (e.g. remote_configs={'num_cpus': 0.5}: Ray's CPUs are a count for "
+            "placement, not a limit), or give the cluster more; for a Ray that reap starts, "
+            "ray_init_config={'num_cpus': ...} sets what it offers.")
+
+
 def wait_ready(refs: list, configs: list[dict], timeout: float, owner: str) -> None:
     """Wait until the actors' ``ready()`` replies are in (or failed) within ``timeout`` s, or a clear error.
 
-    An actor still pending after ``timeout`` is almost always one whose resources no node
-    has free: the error names what it asked for and what the cluster has.
+    :func:`check_placeable` has refused what the cluster cannot ever place, so an actor still
+    pending after ``timeout`` waits for resources that others hold (or for a slow start): the
+    error names what it asked for and what the cluster has, in all and free.
     """
     deadline = time.monotonic() + timeout
     pending = list(refs)
@@ -162,8 +232,9 @@ def wait_ready(refs: list, configs: list[dict], timeout: float, owner: str) -> N
             raise RayStartError(
                 f"{owner}: actor {idx} was not ready after {timeout:.0f} s: it asks for {_fmt(asked)} "
                 f"but the cluster has {_fmt(ray.cluster_resources())} in all and "
-                f"{_fmt(ray.available_resources())} free. Lower remote_configs (num_cpus=, memory=, "
-                "num_gpus=, resources=), add nodes, or raise actor_start_timeout if the cluster is only slow."
+                f"{_fmt(ray.available_resources())} free: other actors or tasks hold what it needs. "
+                "Let them finish, lower remote_configs (num_cpus=, memory=, num_gpus=, resources=), add "
+                "nodes, or raise actor_start_timeout if the cluster is only slow."
             )
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=min(left, 1.0))
 

@@ -55,6 +55,7 @@ from reap.plugins import hook
 from reap.weight_update import WeightUpdaterBase
 from reap_ray._actor import CollectorActor
 from reap_ray._ray import (
+    check_placeable,
     ensure_ray,
     kill_actors,
     remote_config,
@@ -272,6 +273,8 @@ class RayCollector(RemoteCollectorBase):
         kwargs_list = _listify(collector_kwargs, k, "collector_kwargs", "add_collectors")
         configs = [remote_config(c, "RayCollector") for c in _listify(remote_configs, k, "remote_configs", "add_collectors")]
         devices = {name: _listify(v, k, name, "add_collectors") for name, v in (devices or {}).items()}
+        buffer = [] if self.replay_buffer is None else [self.replay_buffer.remote_config]
+        check_placeable(configs, "RayCollector", held=self._configs + buffer, first=len(self._actors))
         policy_ref = self._policy_ref if policy is None else ray.put(policy)
         refs = []
         for j in range(k):
@@ -510,7 +513,8 @@ class RayCollector(RemoteCollectorBase):
         finally:
             self._inflight.clear()
             self._ready.clear()
-            live = [a for a in self._actors if a is not None]
+            # an actor never placed (its start timed out) would not answer close(): only kill it
+            live = [a for a, node in zip(self._actors, self.node_ids) if a is not None and node]
             with contextlib.suppress(Exception):  # a dead or hung actor is killed all the same
                 ray.wait([a.close.remote() for a in live], num_returns=len(live),
                          timeout=10.0 if timeout is None else timeout)

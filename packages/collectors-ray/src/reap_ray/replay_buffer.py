@@ -12,7 +12,7 @@ import weakref
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from reap_ray._ray import ensure_ray, kill_actors, wait_ready
+from reap_ray._ray import check_placeable, ensure_ray, kill_actors, wait_ready
 from reap_ray._ray import remote_config as actor_options
 
 
@@ -76,7 +76,9 @@ class RayReplayBuffer:
                 raise ValueError(f"RayReplayBuffer: {name} must be a positive number of seconds, got {value!r}")
         self.call_timeout = float(call_timeout)
         config = actor_options(remote_config, "RayReplayBuffer", "remote_config")
+        self.remote_config = config  # the actor's options: what it holds while it lives
         self.started_ray = ensure_ray(ray_init_config)
+        check_placeable([config], "RayReplayBuffer")
         kwargs.update(storage=storage, sampler=sampler, writer=writer, batch_size=batch_size)
         cls = ray.remote(ReplayBufferActor).options(max_restarts=0, **config)
         self.actor = cls.remote(replay_buffer_cls, kwargs)
