@@ -147,6 +147,42 @@ def test_slice_sampler_info_keys():
         assert mine[key].sum() == theirs[key].sum() == 2 or key[1] == "terminated"
 
 
+def test_slice_sampler_with_traj_key_and_end_key_matches():
+    """Given both keys, the trajectories come from traj_key where the storage has it and from
+    end_key where it does not; with neither entry stored, both libraries raise."""
+
+    def data(traj: bool, done: bool) -> TensorDict:
+        out = TensorDict({"obs": torch.arange(14)}, [14])
+        if traj:  # trajectories 0-4, 5-7, 8-13
+            out["traj"] = torch.tensor([0] * 5 + [1] * 3 + [2] * 6)
+        if done:  # other boundaries: 0-1, 2-10, 11-13
+            out["next", "done"] = torch.zeros(14, 1, dtype=torch.bool).index_fill_(0, torch.tensor([1, 10, 13]), True)
+        return out
+
+    def fn(lib):
+        starts = []
+        for traj, done in [(True, True), (True, False), (False, True)]:
+            rb = lib.TensorDictReplayBuffer(storage=lib.LazyTensorStorage(20), batch_size=12,
+                                            sampler=lib.SliceSampler(slice_len=3, traj_key="traj", end_key=("next", "done")))
+            rb.extend(data(traj, done))
+            starts.append(sorted({int(s) for _ in range(100) for s in rb.sample()["obs"].view(4, 3)[:, 0]}))
+        rb = lib.TensorDictReplayBuffer(storage=lib.LazyTensorStorage(20), batch_size=12,
+                                        sampler=lib.SliceSampler(slice_len=3, traj_key="traj", end_key=("next", "done")))
+        rb.extend(data(False, False))
+        try:
+            rb.sample()
+        except (KeyError, RuntimeError) as exc:
+            starts.append((type(exc).__name__, exc.args[0]))
+        return starts
+
+    mine, theirs = run_both(fn)
+    by_traj, by_end = [0, 1, 2, 5, 8, 9, 10, 11], [2, 3, 4, 5, 6, 7, 8, 11]  # every start of 3 steps
+    assert theirs[:3] == mine[:3] == [by_traj, by_traj, by_end]
+    assert theirs[3][0] == "RuntimeError"
+    assert mine[3] == ("KeyError", "SliceSampler needs the entry of traj_key='traj' or end_key=('next', 'done') "
+                                   "in a TensorDict storage; it is missing")
+
+
 def test_slice_sampler_index_layout_matches():
     def fn(lib):
         td = TensorDict({"obs": torch.arange(14), "traj": torch.tensor([0] * 5 + [1] * 3 + [2] * 6)}, [14])

@@ -558,7 +558,8 @@ class SliceSampler(Sampler):
     ``traj_key`` values, or end where ``end_key`` is set (defaults to ``("next", "done")``); the
     newest write and the end of the storage also end a trajectory. A trajectory is drawn
     uniformly, then a start uniformly within it. The last step of each slice is marked in
-    ``info[truncated_key]`` (and ``("next", "done")``).
+    ``info[truncated_key]`` (and ``("next", "done")``). Given both keys, as in TorchRL,
+    ``traj_key`` is used where the storage holds it and ``end_key`` where it does not.
 
     Keyword Args:
         num_slices (int, optional): slices per batch.
@@ -604,14 +605,12 @@ class SliceSampler(Sampler):
         for name, value in (("num_slices", num_slices), ("slice_len", slice_len)):
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
-        if traj_key is not None and end_key is not None:
-            raise ValueError("give at most one of traj_key and end_key")
         self.num_slices = num_slices
         self.slice_len = slice_len
+        if end_key is None and traj_key is None:
+            end_key = ("next", "done")
         self.traj_key = _as_key(traj_key)
-        self.end_key = _as_key(end_key) if end_key is not None or traj_key is not None else ("next", "done")
-        if self.traj_key is not None:
-            self.end_key = None
+        self.end_key = _as_key(end_key)
         self.truncated_key = _as_key(truncated_key)
         self.strict_length = bool(strict_length)
 
@@ -632,22 +631,23 @@ class SliceSampler(Sampler):
 
     def _leaf(self, storage, key):
         get = getattr(storage, "get_leaf", None)
-        value = get(key) if get is not None and storage.initialized else None
-        if value is None:
-            raise KeyError(
-                f"SliceSampler needs the entry {key!r} in a TensorDict storage "
-                f"({'traj_key' if key == self.traj_key else 'end_key'}); it is missing"
-            )
-        return value
+        return get(key) if key is not None and get is not None and storage.initialized else None
 
     def _trajectories(self, storage):
         n = len(storage)
-        if self.traj_key is not None:
-            traj = self._leaf(storage, self.traj_key)[:n].reshape(n, -1)[:, 0]
+        traj = self._leaf(storage, self.traj_key)
+        if traj is not None:
+            traj = traj[:n].reshape(n, -1)[:, 0]
             end = torch.empty(n, dtype=torch.bool, device=traj.device)
             torch.ne(traj[1:], traj[:-1], out=end[:-1])
         else:
-            end = self._leaf(storage, self.end_key)[:n].reshape(n, -1).any(1)
+            done = self._leaf(storage, self.end_key)
+            if done is None:
+                keys = [f"{name}={key!r}" for name, key in (("traj_key", self.traj_key),
+                                                            ("end_key", self.end_key)) if key is not None]
+                raise KeyError(f"SliceSampler needs the entry of {' or '.join(keys)} in a TensorDict "
+                               "storage; it is missing")
+            end = done[:n].reshape(n, -1).any(1)
         end = end.cpu().clone()
         end[n - 1] = True
         last = storage._last_cursor
