@@ -163,6 +163,7 @@ def _common(**kwargs):
     ({"max_weight_update_interval": -2}, ValueError, r"max_weight_update_interval must be -1 \(no forced update\)"),
     ({"policy": object(), "policy_factory": object}, ValueError, "pass policy or policy_factory, not both"),
     ({"postproc": 3}, TypeError, "postproc must be callable, got 3"),
+    ({"policy_factory": [print, 3]}, TypeError, "MyCollector: policy_factory must be callable, got 3"),
 ])
 def test_check_remote_arguments_names_the_argument(kwargs, error, match):
     from reap.collectors.remote import check_remote_arguments

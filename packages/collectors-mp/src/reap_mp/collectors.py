@@ -33,6 +33,9 @@ from reap.collectors.arguments import (
     check_postproc_and_buffer,
     check_torchrl_kwargs,
     checked_cat_results,
+    checked_device,
+    checked_exploration_type,
+    checked_init_random_frames,
     checked_total_frames,
     checked_worker_ids,
     checked_worker_timeout,
@@ -138,7 +141,7 @@ class _MultiCollector(BaseCollector):
         self.requested_frames_per_batch = frames_per_batch
         self.total_frames = checked_total_frames(total_frames, owner)
         check_int(max_frames_per_traj, "max_frames_per_traj", owner)
-        check_int(init_random_frames, "init_random_frames", owner, minimum=0)
+        init_random_frames = checked_init_random_frames(init_random_frames, owner)  # TorchRL's -1: none
         total_requested = sum(requested)
         self._random_batches = math.ceil((init_random_frames or 0) / total_requested)
         self.init_random_frames = init_random_frames or 0
@@ -154,6 +157,7 @@ class _MultiCollector(BaseCollector):
         self.max_restarts = max_restarts
         check_int(num_sub_threads, "num_sub_threads", owner, allow_none=False)
         check_postproc_and_buffer(postproc, replay_buffer, owner)
+        checked_exploration_type(exploration_type, owner)  # else only the workers' Collector would refuse it
         _cpu_only_env(env_device, owner)
         self.postproc = postproc
         self.split_trajs = bool(split_trajs)
@@ -162,8 +166,8 @@ class _MultiCollector(BaseCollector):
         self.extend_buffer = extend_buffer
         storing = per_worker(storing_device, n, "storing_device", owner)
         storing = storing[0] if storing[0] is not None else device
-        self.storing_device = torch.device(storing) if storing is not None else None
-        policy_devices = [p if p is not None else device
+        self.storing_device = checked_device("storing_device", storing, owner)
+        policy_devices = [checked_device("policy_device", p if p is not None else device, owner)
                           for p in per_worker(policy_device, n, "policy_device", owner)]
 
         # ---- weight sync -----------------------------------------------------------------

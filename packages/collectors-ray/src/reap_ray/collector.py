@@ -42,6 +42,7 @@ from tensordict.nn import InteractionType
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.collector import Collector
 from reap.collectors.remote import (
+    DEVICES,
     RemoteCollectorBase,
     check_collector_options,
     check_remote_arguments,
@@ -210,8 +211,9 @@ class RayCollector(RemoteCollectorBase):
             **collector_options,
         }
         self.num_workers_per_collector = num_workers_per_collector
-        for options in lists["collector_kwargs"]:  # before Ray starts
-            check_collector_options({**self._common, **(options or {})}, self.collector_class, owner)
+        for i, options in enumerate(lists["collector_kwargs"]):  # before Ray starts
+            devices = {name: lists[name][i] for name in DEVICES if lists[name][i] is not None}
+            check_collector_options({**self._common, **devices, **(options or {})}, self.collector_class, owner)
 
         # ---- weights, actors ---------------------------------------------------------------
         self._specs: list[dict] = []
@@ -228,7 +230,7 @@ class RayCollector(RemoteCollectorBase):
         try:
             self.add_collectors(lists["create_env_fn"], num_workers_per_collector, policy_factory=lists["policy_factory"],
                                 collector_kwargs=lists["collector_kwargs"], remote_configs=lists["remote_configs"],
-                                devices={k: lists[k] for k in ("device", "storing_device", "env_device", "policy_device")})
+                                devices={k: lists[k] for k in DEVICES})
         except BaseException:
             self.shutdown()
             raise

@@ -31,6 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+from tensordict.nn import InteractionType
+
 from reap.envs.base import EnvBase
 
 #: TorchRL arguments that tune TorchRL's own machinery (threads, buffers, CUDA syncs, policy
@@ -96,6 +99,99 @@ def check_int(value, name: str, owner: str, *, minimum: int = 1, allow_none: boo
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "a positive int" if minimum == 1 else "a non-negative int"
         raise ValueError(f"{owner}: {name} must be {kind}{' or None' if allow_none else ''}, got {value!r}")
+
+
+def checked_init_random_frames(value, owner: str) -> int:
+    """``init_random_frames`` as TorchRL takes it: the frames of random actions that come first;
+    None or a negative count (TorchRL's default ``-1``) means none, a whole float counts.
+
+    Examples:
+        >>> [checked_init_random_frames(v, "C") for v in (None, -1, -5, 0, 64, 1e3)]
+        [0, 0, 0, 0, 64, 1000]
+        >>> checked_init_random_frames(2.5, "C")
+        Traceback (most recent call last):
+        ...
+        ValueError: C: init_random_frames must be a whole number of frames (None or a negative one: none), got 2.5
+    """
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{owner}: init_random_frames must be a whole number of frames (None or a negative "
+                         f"one: none), got {value!r}")
+    return max(value, 0)
+
+
+def checked_exploration_type(value, owner: str) -> InteractionType:
+    """``exploration_type``: an ``InteractionType`` (TorchRL's ``ExplorationType``) or its name.
+
+    Examples:
+        >>> checked_exploration_type("mode", "C")
+        <InteractionType.MODE: 'mode'>
+    """
+    if isinstance(value, InteractionType):
+        return value
+    if isinstance(value, str):
+        try:
+            return InteractionType(value.lower())
+        except ValueError:
+            pass
+    options = ", ".join(repr(m.value) for m in InteractionType)
+    raise ValueError(f"{owner}: exploration_type must be an ExplorationType or one of {options}, got {value!r}")
+
+
+def checked_device(name: str, device, owner: str) -> torch.device | None:
+    """A device argument as a ``torch.device`` (None stays None); ``env_device`` must be the CPU.
+
+    Examples:
+        >>> checked_device("storing_device", "cpu", "C")
+        device(type='cpu')
+        >>> checked_device("env_device", "cuda:0", "C")
+        Traceback (most recent call last):
+        ...
+        ValueError: C: env_device='cuda:0': reap envs step on the CPU; leave env_device unset and use storing_device to place batches on another device
+    """
+    if device is None:
+        return None
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"{owner}: {name}={device!r} is not a device ({exc}); give e.g. 'cpu' or 'cuda:0'") from None
+    if device.type != "cpu" and name == "env_device":
+        raise ValueError(f"{owner}: env_device={str(device)!r}: reap envs step on the CPU; leave env_device unset "
+                         "and use storing_device to place batches on another device")
+    return device
+
+
+def check_collector_kwargs(kwargs: dict, owner: str) -> None:
+    """Refuse, as reap's ``Collector`` would, the values it refuses among ``kwargs`` (any of its
+    keyword arguments, others are ignored): ``Collector`` checks its own with it, and the
+    drivers of remote workers what they will send, before any worker starts.
+
+    Examples:
+        >>> check_collector_kwargs({"init_random_frames": -1, "split_trajs": True}, "C")
+        >>> check_collector_kwargs({"exploration_type": "greedy"}, "C")
+        Traceback (most recent call last):
+        ...
+        ValueError: C: exploration_type must be an ExplorationType or one of 'mode', 'median', 'mean', 'random', 'deterministic', got 'greedy'
+    """
+    get = kwargs.get
+    if "frames_per_batch" in kwargs:
+        check_int(get("frames_per_batch"), "frames_per_batch", owner, allow_none=False)
+    if "total_frames" in kwargs:
+        checked_total_frames(get("total_frames"), owner)
+    check_int(get("max_frames_per_traj"), "max_frames_per_traj", owner)
+    checked_init_random_frames(get("init_random_frames"), owner)
+    if "exploration_type" in kwargs:
+        checked_exploration_type(get("exploration_type"), owner)
+    if get("policy") is not None and get("policy_factory") is not None:
+        raise ValueError(f"{owner}: pass policy or policy_factory, not both")
+    if get("policy_factory") is not None and not callable(get("policy_factory")):
+        raise TypeError(f"{owner}: policy_factory must be callable, got {get('policy_factory')!r}")
+    check_postproc_and_buffer(get("postproc"), get("replay_buffer"), owner)
+    for name in ("device", "storing_device", "policy_device", "env_device"):
+        checked_device(name, get(name), owner)
 
 
 def per_worker(value, n: int, name: str, owner: str) -> list:
@@ -256,9 +352,13 @@ def checked_worker_ids(worker_ids, num_workers: int) -> list[int]:
 
 
 __all__ = [
+    "check_collector_kwargs",
     "check_int",
     "check_postproc_and_buffer",
     "checked_cat_results",
+    "checked_device",
+    "checked_exploration_type",
+    "checked_init_random_frames",
     "checked_total_frames",
     "checked_worker_ids",
     "checked_worker_timeout",

@@ -32,8 +32,14 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
 
-from reap.collectors.arguments import check_torchrl_kwargs
-from reap.collectors.base import BaseCollector, check_frames
+from reap.collectors.arguments import (
+    check_collector_kwargs,
+    check_torchrl_kwargs,
+    checked_device,
+    checked_exploration_type,
+    checked_init_random_frames,
+)
+from reap.collectors.base import BaseCollector
 from reap.collectors.policy import PolicyRunner, check_action
 from reap.collectors.trajectories import TrajIdCounter, mark_truncated, split_trajectories
 from reap.envs.base import EnvBase, is_hidden
@@ -65,30 +71,6 @@ def make_env(create_env_fn, create_env_kwargs=None) -> EnvBase:
         f"create_env_fn must be an EnvBase, a callable returning one or a list of callables, "
         f"got {type(create_env_fn).__name__}"
     )
-
-
-def _exploration(value) -> InteractionType:
-    if isinstance(value, InteractionType):
-        return value
-    if isinstance(value, str):
-        try:
-            return InteractionType(value.lower())
-        except ValueError:
-            pass
-    options = ", ".join(repr(m.value) for m in InteractionType)
-    raise ValueError(f"exploration_type must be an ExplorationType or one of {options}, got {value!r}")
-
-
-def _check_cpu(name: str, device) -> torch.device | None:
-    if device is None:
-        return None
-    device = torch.device(device)
-    if device.type != "cpu" and name == "env_device":
-        raise ValueError(
-            f"env_device={str(device)!r}: reap envs step on the CPU; leave env_device unset and use "
-            "storing_device to place batches on another device"
-        )
-    return device
 
 
 class Collector(BaseCollector):
@@ -140,33 +122,18 @@ class Collector(BaseCollector):
         **torchrl_kwargs,
     ):
         check_torchrl_kwargs(torchrl_kwargs, "Collector")
-        check_frames(frames_per_batch, total_frames, "Collector")
+        check_collector_kwargs(dict(
+            frames_per_batch=frames_per_batch, total_frames=total_frames, policy=policy,
+            policy_factory=policy_factory, max_frames_per_traj=max_frames_per_traj,
+            init_random_frames=init_random_frames, postproc=postproc, replay_buffer=replay_buffer,
+            exploration_type=exploration_type, device=device, storing_device=storing_device,
+            policy_device=policy_device, env_device=env_device), "Collector")
         if create_env_fn is None:
             raise ValueError("Collector: create_env_fn is required (an env, or a callable returning one)")
-        if policy is not None and policy_factory is not None:
-            raise ValueError("Collector: pass policy or policy_factory, not both")
-        if policy_factory is not None and not callable(policy_factory):
-            raise TypeError(f"Collector: policy_factory must be callable, got {policy_factory!r}")
-        if max_frames_per_traj is not None and (
-            not isinstance(max_frames_per_traj, int) or max_frames_per_traj < 1
-        ):
-            raise ValueError(
-                f"Collector: max_frames_per_traj must be a positive int or None, got {max_frames_per_traj!r}"
-            )
-        if init_random_frames is not None and (
-            not isinstance(init_random_frames, int) or init_random_frames < 0
-        ):
-            raise ValueError(
-                f"Collector: init_random_frames must be a non-negative int or None, got {init_random_frames!r}"
-            )
-        if postproc is not None and not callable(postproc):
-            raise TypeError(f"Collector: postproc must be callable, got {postproc!r}")
-        if replay_buffer is not None and not hasattr(replay_buffer, "extend"):
-            raise TypeError("Collector: replay_buffer must have an extend() method (a reap replay buffer)")
-        self.exploration_type = _exploration(exploration_type)
-        self.storing_device = _check_cpu("storing_device", storing_device or device)
-        self.policy_device = _check_cpu("policy_device", policy_device or device)
-        _check_cpu("env_device", env_device or (device if device and torch.device(device).type == "cpu" else None))
+        self.exploration_type = checked_exploration_type(exploration_type, "Collector")
+        self.storing_device = checked_device("storing_device", storing_device or device, "Collector")
+        self.policy_device = checked_device("policy_device", policy_device or device, "Collector")
+        init_random_frames = checked_init_random_frames(init_random_frames, "Collector")
 
         self.env = make_env(create_env_fn, create_env_kwargs)
         if max_frames_per_traj is not None:

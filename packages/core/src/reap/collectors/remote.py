@@ -45,7 +45,12 @@ from collections.abc import Callable
 
 import torch
 
-from reap.collectors.arguments import check_int, check_torchrl_kwargs, checked_worker_ids
+from reap.collectors.arguments import (
+    check_collector_kwargs,
+    check_int,
+    check_torchrl_kwargs,
+    checked_worker_ids,
+)
 from reap.collectors.base import BaseCollector, check_frames
 from reap.collectors.bookkeeping import WorkerWeights
 from reap.collectors.collector import Collector
@@ -388,6 +393,9 @@ def check_remote_arguments(*, frames_per_batch, total_frames, sync, num_workers_
                          f"int, got {max_weight_update_interval!r}")
     if policy is not None and policy_factory is not None:
         raise ValueError(f"{owner}: pass policy or policy_factory, not both")
+    for factory in policy_factory if isinstance(policy_factory, list) else [policy_factory]:
+        if factory is not None and not callable(factory):
+            raise TypeError(f"{owner}: policy_factory must be callable, got {factory!r}")
     if postproc is not None and not callable(postproc):
         raise TypeError(f"{owner}: postproc must be callable, got {postproc!r}")
 
@@ -435,7 +443,8 @@ def split_per_collector(per_collector_args: dict, *, num_collectors: int | None,
 
 def check_collector_options(options: dict, collector_class, owner: str) -> None:
     """Refuse on the driver, before any worker starts, the options the workers' reap
-    ``Collector`` would refuse once started (an unknown name, a TorchRL feature reap lacks).
+    ``Collector`` (or a subclass) would refuse once started: an unknown name, a TorchRL feature
+    reap lacks, a value it refuses (:func:`~reap.collectors.arguments.check_collector_kwargs`).
 
     Examples:
         >>> check_collector_options({"split_trajs": True, "trust_policy": True}, Collector, "X")
@@ -443,10 +452,16 @@ def check_collector_options(options: dict, collector_class, owner: str) -> None:
         Traceback (most recent call last):
         ...
         TypeError: X: unexpected keyword argument 'split_traj'
+        >>> check_collector_options({"max_frames_per_traj": 0}, Collector, "X")
+        Traceback (most recent call last):
+        ...
+        ValueError: X: max_frames_per_traj must be a positive int or None, got 0
     """
     if collector_class is Collector:
         own = inspect.signature(Collector.__init__).parameters
         check_torchrl_kwargs({k: v for k, v in options.items() if k not in own}, owner)
+    if isinstance(collector_class, type) and issubclass(collector_class, Collector):
+        check_collector_kwargs(options, owner)
 
 
 def remote_collector_kwargs(common: dict, *, create_env_fn, collector_class, num_envs: int = 1,
