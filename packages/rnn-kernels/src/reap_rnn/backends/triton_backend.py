@@ -18,6 +18,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from reap.plugins import PluginNotInstalledError
 from reap_rnn.backends.base import LayeredKernel, refuse
 from reap_rnn.precision import resolve_precision
 
@@ -143,8 +144,12 @@ class TritonKernel(LayeredKernel):
     def check(self, spec):
         super().check(spec)
         if importlib.util.find_spec("triton") is None:
-            raise refuse("triton", "this machine: the triton package is not installed",
-                         "install it (`uv pip install triton`) or use recurrent_backend='scan'")
+            raise PluginNotInstalledError(
+                "recurrent_backend='triton' needs the triton package, which is not installed. Triton "
+                "publishes wheels for Linux on x86_64 and aarch64, where reap-rnn-kernels installs it; "
+                "there, install it with `uv pip install triton`. Elsewhere use recurrent_backend='scan' "
+                "(or 'pad')."
+            )
         if spec.compute_dtype not in (None, torch.float32, torch.float64, torch.float16, torch.bfloat16):
             raise refuse("triton", f"recurrent_compute_dtype={spec.compute_dtype}",
                          "use float32, float16, bfloat16, float64 or None")
