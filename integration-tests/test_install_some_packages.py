@@ -1,10 +1,15 @@
 """Installing only some reap packages: what is missing is named, what is there is found.
 
 Each test builds a real, separate virtual environment with uv and installs only the packages
-it names, then runs Python in it.
+it names, from their folders as the README says (``uv pip install --no-sources <folders>``: a
+normal install, not an editable link into this checkout), then runs Python in it. The error for
+a missing package names the command that installs it, and that command works.
 """
 
+import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,23 +21,43 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 UV = os.environ.get("UV") or shutil.which("uv")
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(UV is None, reason="needs uv on PATH")]
+pytestmark = pytest.mark.skipif(UV is None, reason="needs uv on PATH")
+
+INSTALLS = """
+import importlib.metadata, json
+for dist in importlib.metadata.distributions():
+    if dist.metadata["Name"].startswith("reap-"):
+        print(json.dumps([dist.metadata["Name"], json.loads(dist.read_text("direct_url.json"))]))
+"""
+
+
+def install(python: Path, *args: str) -> None:
+    subprocess.run([UV, "pip", "install", "--quiet", "--python", str(python), *args], check=True, timeout=600)
+
+
+def installed(python: Path) -> dict[str, dict]:
+    """``{distribution: its direct_url.json}`` of the reap packages in ``python``'s environment."""
+    out = run(python, INSTALLS)
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(line) for line in out.stdout.splitlines())
 
 
 @pytest.fixture(scope="module")
 def make_venv(tmp_path_factory):
     made: dict[tuple[str, ...], Path] = {}  # one venv per combination: building one takes seconds
 
-    def make(*packages: str) -> Path:
-        if packages in made:
+    def make(*packages: str, fresh: bool = False) -> Path:
+        if packages in made and not fresh:
             return made[packages]
         venv = tmp_path_factory.mktemp("venv")
         subprocess.run([UV, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
         python = venv / "bin" / "python"
-        args = [str(ROOT / "packages" / p) for p in packages]
-        subprocess.run([UV, "pip", "install", "--quiet", "--python", str(python), *args], check=True,
-                       timeout=600)
-        made[packages] = python
+        install(python, "--no-sources", *(str(ROOT / "packages" / p) for p in packages))
+        # a normal install of each folder, not an editable link into this checkout
+        assert installed(python) == {f"reap-{p}": {"url": (ROOT / "packages" / p).as_uri(), "dir_info": {}}
+                                     for p in packages}
+        if not fresh:
+            made[packages] = python
         return python
 
     return make
@@ -42,6 +67,11 @@ def run(python: Path, code: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
 
 
+def hint(package: str) -> str:
+    return f"install it with `uv pip install --no-sources {ROOT / 'packages' / package}`."
+
+
+@pytest.mark.slow
 def test_core_alone(make_venv):
     python = make_venv("core")
     out = run(python, """
@@ -68,23 +98,24 @@ main(["plugins"])
     assert lines[0] == "batch torch.Size([8])"
     errors = [line for line in lines if line.startswith("error")]
     assert len(errors) == 9
-    assert "uv pip install reap-collectors-mp" in errors[0] and "uv pip install reap-collectors-mp" in errors[1]
-    assert "ReplayBuffer is provided by reap-replay" in errors[2]
-    assert "GAE is provided by reap-value" in errors[3]
-    assert errors[4] == ("error SliceSampler is provided by reap-replay, which is not installed; "
-                         "install it with `uv pip install reap-replay`.")
-    assert errors[5].startswith("error no collector backend named 'ray' is installed; "
-                                "install it with `uv pip install reap-collectors-ray`.")
+    assert hint("collectors-mp")[:-1] in errors[0] and hint("collectors-mp")[:-1] in errors[1]
+    assert errors[2] == f"error ReplayBuffer is provided by reap-replay, which is not installed; {hint('replay')}"
+    assert errors[3] == f"error GAE is provided by reap-value, which is not installed; {hint('value')}"
+    assert errors[4] == f"error SliceSampler is provided by reap-replay, which is not installed; {hint('replay')}"
+    # reap-collectors-ray needs reap-replay: the command installs both
+    assert errors[5] == ("error no collector backend named 'ray' is installed; reap-collectors-ray provides it: "
+                         "install it with `uv pip install "
+                         f"--no-sources {ROOT / 'packages/replay'} {ROOT / 'packages/collectors-ray'}`. "
+                         "Installed: ['local'].")
     for line in errors[6:8]:
-        assert line == ("error LSTMModule is provided by reap-rnn-kernels, which is not installed; "
-                        "install it with `uv pip install reap-rnn-kernels`.")
-    assert errors[8] == ("error enable_profile is provided by reap-profiling, which is not installed; "
-                         "install it with `uv pip install reap-profiling`.")
+        assert line == f"error LSTMModule is provided by reap-rnn-kernels, which is not installed; {hint('rnn-kernels')}"
+    assert errors[8] == f"error enable_profile is provided by reap-profiling, which is not installed; {hint('profiling')}"
     plugin_lines = [line for line in lines if line.startswith("local")]
     assert len(plugin_lines) == 1 and "backend 'local'" in plugin_lines[0]
     assert not any(line.startswith(("mp ", "replay ", "value ")) for line in lines)
 
 
+@pytest.mark.slow
 def test_core_alone_collect_out_says_it_writes_a_plain_memmap(make_venv, tmp_path):
     python = make_venv("core")
     out = run(python, f"""
@@ -99,6 +130,7 @@ print("frames", TensorDict.load_memmap({str(tmp_path / "run")!r}).batch_size[0])
     assert out.stdout.splitlines()[-1] == "frames 40"
 
 
+@pytest.mark.slow
 def test_core_with_value_only(make_venv):
     python = make_venv("core", "value")
     out = run(python, """
@@ -112,9 +144,10 @@ except ImportError as exc:
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.splitlines()
     assert first == "reap_value"
-    assert "reap-collectors-mp" in second
+    assert second == f"error MultiSyncCollector is provided by reap-collectors-mp, which is not installed; {hint('collectors-mp')}"
 
 
+@pytest.mark.slow
 def test_core_with_replay_only(make_venv, tmp_path):
     python = make_venv("core", "replay")
     run_dir = str(tmp_path / "run")
@@ -154,6 +187,7 @@ except ImportError as exc:
     assert lines[-1].startswith("error") and "reap-collectors-mp" in lines[-1]
 
 
+@pytest.mark.slow
 def test_core_with_ray_collects_on_a_local_ray_and_leaves_nothing(make_venv):
     from reap_ray.testing import processes_of_session
 
@@ -188,3 +222,64 @@ print("ray running", ray.is_initialized())
     while (left := processes_of_session(session)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, f"Ray processes left after the collector's shutdown: {sorted(left)}"
+
+
+@pytest.mark.slow
+def test_the_command_an_error_names_installs_the_package(make_venv):
+    """From core alone, the error for RayCollector names reap-replay and reap-collectors-ray by
+    their folders; running that command makes the import work, and installs them normally. Then
+    reap-rnn-kernels without its dependencies, as where triton has no wheels (macOS, Windows):
+    the "pad" backend runs, the "triton" one says what to do."""
+    python = make_venv("core", fresh=True)
+    out = run(python, "from reap.collectors.distributed import RayCollector")
+    message = out.stderr.strip().splitlines()[-1]
+    command = message.partition("install it with `")[2].partition("`")[0]
+    assert command == f"uv pip install --no-sources {ROOT / 'packages/replay'} {ROOT / 'packages/collectors-ray'}"
+    install(python, *shlex.split(command)[3:])
+    install(python, "--no-sources", "--no-deps", str(ROOT / "packages" / "rnn-kernels"))
+    assert {dist: record["dir_info"] for dist, record in installed(python).items()} == {
+        "reap-core": {}, "reap-replay": {}, "reap-collectors-ray": {}, "reap-rnn-kernels": {}}
+    out = run(python, """
+import importlib.util, torch
+from tensordict import TensorDict
+from reap import LSTMModule, PluginNotInstalledError
+from reap.collectors.distributed import RayCollector
+print(RayCollector.__module__.split(".")[0])
+print("triton", importlib.util.find_spec("triton"))
+lstm = LSTMModule(input_size=3, hidden_size=4, in_key="x", out_key="y")
+td = TensorDict({"x": torch.zeros(2, 3), "is_init": torch.ones(2, 1, dtype=torch.bool)}, [2])
+print("pad", tuple(lstm(td)["y"].shape))
+try:
+    LSTMModule(input_size=3, hidden_size=4, in_key="x", out_key="y", recurrent_backend="triton")
+except PluginNotInstalledError as exc:
+    print("error", exc)
+""")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "reap_ray", "triton None", "pad (2, 4)",
+        "error recurrent_backend='triton' needs the triton package, which is not installed. Triton publishes "
+        "wheels for Linux on x86_64 and aarch64, where reap-rnn-kernels installs it; there, install it with "
+        "`uv pip install triton`. Elsewhere use recurrent_backend='scan' (or 'pad')."]
+
+
+@pytest.mark.parametrize("platform,resolves", [
+    ("x86_64-manylinux_2_28", True), ("aarch64-manylinux_2_28", True), ("aarch64-apple-darwin", True),
+    ("x86_64-pc-windows-msvc", True), ("x86_64-apple-darwin", False)])
+def test_the_workspace_resolves_on_each_platform(platform, resolves):
+    """Every package's requirements resolve for Linux, macOS (arm64) and Windows, with triton on
+    Linux only. Intel macOS cannot resolve for torch alone: torch 2.3 and later publish no wheels
+    for it. Needs PyPI."""
+    out = subprocess.run([UV, "pip", "compile", "--quiet", "--no-header", "--python-version", "3.11",
+                          "--python-platform", platform, str(ROOT / "pyproject.toml")],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MACOSX_DEPLOYMENT_TARGET": "14.0"})  # torch's macOS wheels
+    if not resolves:
+        assert out.returncode != 0
+        assert re.search(r"Because torch\S* has no wheels with a matching platform tag", out.stderr), out.stderr
+        assert "triton" not in out.stderr
+        return
+    assert out.returncode == 0, out.stderr
+    pins = {line.split("==")[0] for line in out.stdout.splitlines() if "==" in line}
+    assert {"torch", "tensordict", "ray", "gymnasium"} <= pins
+    assert ("triton" in pins) == ("linux" in platform)
+

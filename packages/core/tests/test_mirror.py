@@ -3,6 +3,8 @@
 import importlib
 import importlib.metadata
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -13,22 +15,43 @@ import pytest
 
 import reap
 from reap import hookspecs
-from reap.export_hints import EXPORT_HINTS
-from reap.mirror import core_exports, plugin_exports
-from reap.plugins import KNOWN_PROVIDERS, PluginInfo, Registries, get_registries
+from reap.export_hints import EXPORT_HINTS, TORCHRL_ONLY, TORCHRL_VERSION
+from reap.mirror import NotInReapError, core_exports, plugin_exports, torchrl_names
+from reap.plugins import (
+    KNOWN_PROVIDERS,
+    PACKAGES,
+    PluginInfo,
+    PluginNotInstalledError,
+    Registries,
+    get_registries,
+    install_command,
+    repository,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 
-# The TorchRL modules a TorchRL user imports from (issue 12), plus where GymEnv and transforms live.
-TORCHRL_MODULES = [
-    "torchrl.collectors", "torchrl.collectors.distributed", "torchrl.collectors.utils", "torchrl.envs",
-    "torchrl.envs.utils", "torchrl.envs.transforms", "torchrl.envs.libs.gym", "torchrl.data",
-    "torchrl.data.replay_buffers", "torchrl.data.replay_buffers.storages",
-    "torchrl.data.replay_buffers.samplers", "torchrl.data.replay_buffers.writers",
-    "torchrl.objectives.value", "torchrl.objectives.value.functional",
-    "torchrl.objectives.value.advantages", "torchrl.modules", "torchrl.modules.tensordict_module.rnn",
-    "torchrl.weight_update", "torchrl._utils",
-]
+# The TorchRL modules reap mirrors: where collectors, envs, transforms, replay, value estimation,
+# recurrent modules and weight sync live in TorchRL.
+TORCHRL_MODULES = ["torchrl" + module.removeprefix("reap") for module in TORCHRL_ONLY]
+
+# TorchRL names reap deliberately leaves to TorchRL, in the modules short enough to list: each
+# raises NotInReapError naming TorchRL's import (the long modules, envs, data, modules, are
+# checked by the same rule without a list).
+NOT_IN_REAP = {
+    "reap.collectors": ["AsyncBatchedCollector", "Evaluator", "RemoteModuleWeightUpdater"],
+    "reap.collectors.distributed": ["DEFAULT_SLURM_CONF", "RayEvalWorker", "submitit_delayed_launcher"],
+    # multi-agent groups: reap's specs have flat keys, no agent groups
+    "reap.envs.utils": ["MarlGroupMapType", "check_marl_grouping", "make_composite_from_td"],
+    "reap.objectives.value": ["VTrace"],
+    "reap.objectives.value.functional": ["vtrace_advantage_estimate"],
+    "reap.data.replay_buffers.writers": ["ImmutableDatasetWriter", "WriterEnsemble"],
+    "reap.data.replay_buffers.storages": ["CompressedListStorage", "LazyStackStorage", "StorageEnsemble",
+                                          "StoreStorage"],
+    "reap.weight_update": ["DistributedTransport", "InitialSyncTransport", "MPTransport",
+                           "MultiProcessWeightSyncScheme", "NoWeightSyncScheme", "RPCTransport",
+                           "RayModuleTransformScheme", "RayTransport", "SharedMemTransport", "TransportBackend",
+                           "WeightStrategy", "WeightSyncBackend"],
+}
 
 
 def _plugin_packages() -> dict[str, str]:
@@ -157,7 +180,8 @@ def test_mirrored_path_of_a_disabled_plugin_names_the_package(fresh_import):
     assert out.stderr.strip().splitlines()[-1] == (
         "reap.plugins.PluginNotInstalledError: SamplerWithoutReplacement is provided by reap-replay, which is "
         "installed but its reap plugin is not loaded (REAP_DISABLE_PLUGINS / REAP_DISABLE_PLUGIN_AUTOLOAD, or it "
-        "failed to load: run `reap plugins`); reinstall it with `uv pip install --reinstall reap-replay`.")
+        "failed to load: run `reap plugins`); reinstall it with `uv pip install --no-sources --reinstall-package "
+        f"reap-replay {ROOT / 'packages' / 'replay'}`.")
 
 
 def test_name_of_an_uninstalled_package_names_it():
@@ -167,9 +191,107 @@ def test_name_of_an_uninstalled_package_names_it():
         pytest.skip("every package of the hint table is installed")
     name, dist = absent[0]
     module = importlib.import_module(EXPORT_HINTS[name][1][0])
-    with pytest.raises(ImportError, match=f"{name} is provided by {dist}, which is not installed; "
-                                          f"install it with `uv pip install {dist}`"):
+    with pytest.raises(ImportError, match=re.escape(f"{name} is provided by {dist}, which is not installed; "
+                                                    f"install it with {install_command(dist)}.")):
         getattr(module, name)
+
+
+def test_install_commands_name_the_folders_of_this_clone():
+    """reap-core is installed from this checkout (editable), so hints name its folders; the
+    table of folders and reap dependencies is the packages' own pyproject.toml files."""
+    assert repository() == ROOT
+    declared = {}
+    for pyproject in [*ROOT.glob("packages/*/pyproject.toml"), *ROOT.glob("plugins/*/pyproject.toml")]:
+        project = tomllib.loads(pyproject.read_text())["project"]
+        needs = tuple(d for d in project["dependencies"] if d.startswith("reap-") and d != "reap-core")
+        declared[project["name"]] = (str(pyproject.parent.relative_to(ROOT)), needs)
+    del declared["reap-testing"]  # internal test helpers: no plugin, nothing to hint at
+    assert PACKAGES == declared
+    assert install_command("reap-collectors-ray") == f"`uv pip install --no-sources {ROOT}/packages/collectors-ray`"
+    assert install_command("reap-threads", reinstall=True) == (
+        f"`uv pip install --no-sources --reinstall-package reap-threads {ROOT}/plugins/reap-threads`")
+    assert install_command("someone-elses-plugin") == "`uv pip install someone-elses-plugin`"
+
+
+def test_every_torchrl_name_resolves_or_names_torchrl():
+    """Each of TorchRL's public names at a path reap mirrors is reap's object there, or raises an
+    ImportError saying where it is (reap's package to install, or TorchRL's import): never a bare
+    AttributeError. The names left to TorchRL are exactly the generated table's."""
+    torchrl = pytest.importorskip("torchrl")
+    if torchrl.__version__ != TORCHRL_VERSION:
+        pytest.skip(f"TORCHRL_ONLY lists TorchRL {TORCHRL_VERSION}'s names, this is {torchrl.__version__}")
+    assert {"reap.collectors", "reap.collectors.distributed", "reap.envs", "reap.envs.utils",
+            "reap.envs.transforms", "reap.data", "reap.data.replay_buffers.samplers", "reap.objectives.value",
+            "reap.objectives.value.advantages", "reap.modules.tensordict_module.rnn", "reap.weight_update",
+            "reap._utils"} <= set(TORCHRL_ONLY)
+    for theirs in TORCHRL_MODULES:
+        module = importlib.import_module("reap" + theirs.removeprefix("torchrl"))
+        left_to_torchrl = []
+        for name in sorted(torchrl_names(importlib.import_module(theirs))):
+            try:
+                getattr(module, name)
+            except NotInReapError as exc:
+                assert str(exc) == (f"{name} is TorchRL's ({theirs}); reap does not provide it: "
+                                    f"use `from {theirs} import {name}`.")
+                left_to_torchrl.append(name)
+            except PluginNotInstalledError as exc:
+                assert f"{name} is provided by reap-" in str(exc)
+        assert tuple(left_to_torchrl) == TORCHRL_ONLY[module.__name__], (
+            f"{module.__name__}: reap/export_hints.py is out of date: run "
+            "`uv run --group bench python tools/update_export_hints.py`")
+        assert left_to_torchrl == NOT_IN_REAP.get(module.__name__, left_to_torchrl), module.__name__
+    with pytest.raises(ImportError, match=re.escape("MLP is TorchRL's (torchrl.modules); reap does not provide "
+                                                    "it: use `from torchrl.modules import MLP`.")):
+        exec("from reap.modules import MLP, LSTMModule", {})
+
+
+SCRIPT = """\
+from torchrl.collectors import Collector
+from torchrl.envs import GymEnv, StepCounter
+from torchrl.envs.utils import ExplorationType, RandomPolicy, set_exploration_type
+from torchrl.data import LazyTensorStorage, ReplayBuffer
+from torchrl.objectives import ClipPPOLoss
+from torchrl.objectives.value import GAE
+from torchrl.modules import LSTMModule
+    from torchrl.modules import GRUModule, set_recurrent_mode  # indented, with a comment
+from torchrl.modules import MLP, ProbabilisticActor
+from torchrl.modules import LSTMModule as TorchRLLSTM, MLP
+from torchrl.modules.tensordict_module.rnn import GRUModule as RNNGRU
+"""
+
+REWRITTEN = """\
+from reap.collectors import Collector
+from reap.envs import GymEnv, StepCounter
+from reap.envs.utils import ExplorationType, RandomPolicy, set_exploration_type
+from reap.data import LazyTensorStorage, ReplayBuffer
+from torchrl.objectives import ClipPPOLoss
+from reap.objectives.value import GAE
+from reap.modules import LSTMModule
+    from reap.modules import GRUModule, set_recurrent_mode  # indented, with a comment
+from torchrl.modules import MLP, ProbabilisticActor
+from torchrl.modules import LSTMModule as TorchRLLSTM, MLP
+from reap.modules.tensordict_module.rnn import GRUModule as RNNGRU
+"""
+
+
+def test_the_readme_sed_rewrites_what_reap_provides_and_leaves_the_rest(tmp_path):
+    """The README's sed, run for real on a script: reap's names move to reap, TorchRL's models
+    and losses (and lines mixing them with reap's) stay TorchRL's, and the result imports."""
+    if shutil.which("sed") is None or shutil.which("bash") is None:
+        pytest.skip("needs GNU sed and bash")
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```bash\n(names=.*?sed -i -E .*?)```", readme, re.S).group(1)
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    subprocess.run(["bash", "-c", block.replace("train.py", str(script))], check=True, timeout=60)
+    assert script.read_text() == REWRITTEN
+    pytest.importorskip("torchrl")
+    namespace: dict = {}
+    exec(REWRITTEN.replace("    from", "from"), namespace)
+    names = ["Collector", "GymEnv", "RandomPolicy", "ReplayBuffer", "GAE", "LSTMModule", "GRUModule",
+             "set_recurrent_mode", "RNNGRU", "MLP", "TorchRLLSTM", "ClipPPOLoss"]
+    assert [namespace[name].__module__.split(".")[0] for name in names] == (
+        ["reap"] * 3 + ["reap_replay", "reap_value"] + ["reap_rnn"] * 4 + ["torchrl"] * 3)
 
 
 def test_register_rejects_bad_modules():
@@ -190,15 +312,6 @@ def test_register_rejects_bad_modules():
             Registries(pm, [PluginInfo("bad", "bad-dist", "0")])
 
 
-def _exports(module, name: str) -> bool:
-    """Whether TorchRL's ``module`` offers ``name``: in its ``__all__``, or, without one, defined
-    in it or below it (not a name it merely imports, such as the spec classes in ``libs.gym``)."""
-    if hasattr(module, "__all__"):
-        return name in module.__all__
-    obj = vars(module).get(name)
-    return obj is not None and getattr(obj, "__module__", "").startswith(module.__name__)
-
-
 def test_torchrl_paths_are_mirrored():
     """Every reap name TorchRL has in one of its user-facing modules is at reap's same path."""
     pytest.importorskip("torchrl")
@@ -208,9 +321,9 @@ def test_torchrl_paths_are_mirrored():
         theirs = importlib.import_module(torchrl_module)
         ours = importlib.import_module(torchrl_module.replace("torchrl", "reap", 1))
         for name in sorted(names):
-            if _exports(theirs, name):
+            if name in torchrl_names(theirs):
                 try:
                     getattr(ours, name)
-                except AttributeError:
+                except (AttributeError, NotInReapError):
                     missing.append(f"{ours.__name__}.{name}")
     assert not missing

@@ -1,6 +1,7 @@
 import importlib
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from reap.plugins import (
     get_collector_backend,
     get_recurrent_backend,
     hook,
+    install_command,
 )
 
 
@@ -47,7 +49,7 @@ _ABSENT_NAMES = _uninstalled(["RayCollector", "RPCCollector", "DistributedCollec
 @pytest.mark.skipif(not _ABSENT_BACKENDS, reason="every remote backend package is installed")
 @pytest.mark.parametrize("name,dist", _ABSENT_BACKENDS or [("", "")])
 def test_uninstalled_backend_names_the_package(name, dist):
-    with pytest.raises(PluginNotInstalledError, match=f"install it with `uv pip install {dist}`"):
+    with pytest.raises(PluginNotInstalledError, match=re.escape(f"install it with {install_command(dist)}")):
         Collector([lambda: GymEnv("CartPole-v1")], None, frames_per_batch=4, backend=name)
 
 

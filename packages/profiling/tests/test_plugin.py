@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ import reap_profiling
 from reap import Collector, GymEnv
 from reap.plugins import get_registries, hook
 from reap_profiling.plugin import ROLLOUT_HOOKS
+
+ROOT = Path(__file__).resolve().parents[3]
 
 MODULES = ["reap_profiling", "reap_profiling.config", "reap_profiling.timings", "reap_profiling.api",
            "reap_profiling.plugin"]
@@ -76,6 +79,7 @@ def test_without_the_package_enable_profile_names_it():
     lines = out.stdout.splitlines()
     not_loaded = ("is provided by reap-profiling, which is installed but its reap plugin is not loaded "
                   "(REAP_DISABLE_PLUGINS / REAP_DISABLE_PLUGIN_AUTOLOAD, or it failed to load: run `reap "
-                  "plugins`); reinstall it with `uv pip install --reinstall reap-profiling`.")
+                  "plugins`); reinstall it with `uv pip install --no-sources --reinstall-package reap-profiling "
+                  f"{ROOT / 'packages' / 'profiling'}`.")
     assert lines == [f"error {name} {not_loaded}" for name in ("enable_profile", "collector_timings", "ProfileConfig")
                      ] + ["batches 1"]

@@ -43,7 +43,7 @@ from reap.envs.transforms import (
     UnsqueezeTransform,
     VecNorm,
 )
-from reap.envs.utils import check_env_specs, step_mdp
+from reap.envs.utils import RandomPolicy, check_env_specs, exploration_type, step_mdp
 from reap.plugins import PluginNotInstalledError, hookimpl
 from reap.postprocs import MultiStep
 from reap.specs import Binary, Bounded, Categorical, Composite, Unbounded
@@ -78,6 +78,7 @@ __all__ = [
     "NoopResetEnv",
     "ObservationNorm",
     "PluginNotInstalledError",
+    "RandomPolicy",
     "RenameTransform",
     "RewardClipping",
     "RewardScaling",
@@ -96,6 +97,7 @@ __all__ = [
     "WeightUpdaterBase",
     "check_env_specs",
     "compile_with_warmup",
+    "exploration_type",
     "hookimpl",
     "set_exploration_type",
     "split_trajectories",

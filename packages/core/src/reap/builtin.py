@@ -13,27 +13,32 @@ _SPECS = ("Binary", "Bounded", "Categorical", "Composite", "Unbounded")
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
     "reap.collectors": (
-        "BaseCollector", "Collector", "DataCollectorBase", "MultiCollector", "SyncDataCollector",
-        "VanillaWeightUpdater", "WeightUpdaterBase",
+        "BaseCollector", "Collector", "DataCollectorBase", "MultiCollector", "RandomPolicy",
+        "SyncDataCollector", "VanillaWeightUpdater", "WeightUpdaterBase",
     ),
     "reap.collectors.utils": ("split_trajectories",),
     "reap.envs": (
         "ClipTransform", "Compose", "DoubleToFloat", "EnvBase", "ExplorationType", "GymEnv",
         "InitTracker", "ObservationNorm", "RewardSum", "SerialEnv", "StepCounter",
         "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", "set_exploration_type",
-        *_TRANSFORMS, "EnvCreator", "check_env_specs", "step_mdp",
+        *_TRANSFORMS, "EnvCreator", "check_env_specs", "exploration_type", "step_mdp",
     ),
     "reap.envs.transforms": (
         "ClipTransform", "Compose", "DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum",
         "StepCounter", "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", *_TRANSFORMS,
     ),
-    "reap.envs.utils": ("ExplorationType", "set_exploration_type", "check_env_specs", "step_mdp"),
+    "reap.envs.utils": (
+        "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "set_exploration_type",
+        "step_mdp",
+    ),
     "reap.data": (*_SPECS, "MultiStep"),
     "reap.data.tensor_specs": _SPECS,
     "reap.data.postprocs": ("MultiStep",),
     "reap.envs.libs.gym": ("GymEnv",),
     "reap.weight_update": ("VanillaWeightUpdater", "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup",),
+    "reap.modules": ("RandomPolicy",),
+    "reap.modules.tensordict_module": ("RandomPolicy",),
 }
 
 

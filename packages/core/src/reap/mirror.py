@@ -10,7 +10,8 @@ on first import by a meta-path finder, as empty packages whose attributes resolv
 Names of core resolve without loading any plugin; other names load the plugins once, as
 ``from reap import NAME`` does. A name whose package is not installed raises
 :class:`~reap.plugins.PluginNotInstalledError` naming the package, from the generated table
-:data:`reap.export_hints.EXPORT_HINTS`.
+:data:`reap.export_hints.EXPORT_HINTS`; a name TorchRL has at that path and reap does not
+(:data:`reap.export_hints.TORCHRL_ONLY`) raises :class:`NotInReapError` naming TorchRL's import.
 
 Examples:
     >>> from reap.envs.utils import ExplorationType
@@ -27,6 +28,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.metadata
+import inspect
 import sys
 import threading
 import types
@@ -55,6 +57,17 @@ def _hints() -> dict[str, tuple[str, tuple[str, ...]]]:
     from reap.export_hints import EXPORT_HINTS
 
     return EXPORT_HINTS
+
+
+@functools.cache
+def _torchrl_only() -> dict[str, frozenset[str]]:
+    from reap.export_hints import TORCHRL_ONLY
+
+    return {module: frozenset(names) for module, names in TORCHRL_ONLY.items()}
+
+
+class NotInReapError(ImportError):
+    """A name TorchRL has at a module path reap mirrors, which reap does not provide."""
 
 
 @functools.cache
@@ -110,6 +123,10 @@ def resolve(module: str, name: str):
         hint = _hints().get(name)
         if hint is not None and module in hint[1]:
             raise not_loaded_error(name, hint[0])
+        if name in _torchrl_only().get(module, ()):
+            theirs = "torchrl" + module.removeprefix("reap")
+            raise NotInReapError(f"{name} is TorchRL's ({theirs}); reap does not provide it: "
+                                 f"use `from {theirs} import {name}`.")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     module_name, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module_name), attribute)
@@ -117,19 +134,18 @@ def resolve(module: str, name: str):
 
 def not_loaded_error(name: str, dist: str):
     """The error for ``name``, whose package ``dist`` is not installed or its plugin not loaded."""
-    from reap.plugins import PluginNotInstalledError
+    from reap.plugins import PluginNotInstalledError, install_command
 
     try:
         importlib.metadata.distribution(dist)
     except importlib.metadata.PackageNotFoundError:
         return PluginNotInstalledError(
-            f"{name} is provided by {dist}, which is not installed; "
-            f"install it with `uv pip install {dist}`."
+            f"{name} is provided by {dist}, which is not installed; install it with {install_command(dist)}."
         )
     return PluginNotInstalledError(
         f"{name} is provided by {dist}, which is installed but its reap plugin is not loaded "
         "(REAP_DISABLE_PLUGINS / REAP_DISABLE_PLUGIN_AUTOLOAD, or it failed to load: run "
-        f"`reap plugins`); reinstall it with `uv pip install --reinstall {dist}`."
+        f"`reap plugins`); reinstall it with {install_command(dist, reinstall=True)}."
     )
 
 
@@ -171,6 +187,19 @@ def install() -> None:
     """Put the finder last on ``sys.meta_path`` (real modules are always found first)."""
     if not any(isinstance(finder, MirrorFinder) for finder in sys.meta_path):
         sys.meta_path.append(MirrorFinder())
+
+
+def torchrl_names(module) -> set[str]:
+    """A TorchRL module's public names: its ``__all__``, or without one, the classes and
+    functions defined in it or below it (not those it imports, such as ``libs.gym``'s specs).
+
+    What :data:`reap.export_hints.TORCHRL_ONLY` is generated from, with TorchRL installed.
+    """
+    if hasattr(module, "__all__"):
+        return set(module.__all__)
+    return {name for name, obj in vars(module).items() if not name.startswith("_")
+            and (inspect.isclass(obj) or inspect.isfunction(obj))
+            and getattr(obj, "__module__", "").startswith(module.__name__)}
 
 
 def plugin_exports() -> dict[str, dict[str, tuple[str, ...]]]:

@@ -14,10 +14,14 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import json
 import os
 import traceback
+import urllib.parse
+import urllib.request
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pluggy
 
@@ -45,8 +49,76 @@ KNOWN_PROVIDERS = {
 }
 
 
+#: reap's own distributions (none is on a package registry): each one's folder in the repository,
+#: and the other reap packages it needs besides reap-core.
+PACKAGES = {
+    "reap-core": ("packages/core", ()),
+    "reap-collectors-mp": ("packages/collectors-mp", ()),
+    "reap-collectors-ray": ("packages/collectors-ray", ("reap-replay",)),
+    "reap-collectors-rpc": ("packages/collectors-rpc", ()),
+    "reap-replay": ("packages/replay", ()),
+    "reap-value": ("packages/value", ()),
+    "reap-rnn-kernels": ("packages/rnn-kernels", ()),
+    "reap-profiling": ("packages/profiling", ()),
+    "reap-threads": ("plugins/reap-threads", ()),
+}
+
+
 class PluginNotInstalledError(ImportError, KeyError):
     """Something was asked for that no installed plugin provides."""
+
+
+@functools.cache
+def repository() -> Path | None:
+    """The clone of reap's repository that reap-core was installed from, if it is on this machine.
+
+    Found from reap-core's install record (``direct_url.json``: a folder, editable or not), or
+    from where this file is (running from a clone); None for an install from a wheel.
+    """
+    try:
+        record = importlib.metadata.distribution("reap-core").read_text("direct_url.json") or "{}"
+        url = json.loads(record).get("url", "")
+    except importlib.metadata.PackageNotFoundError:
+        url = ""
+    candidates = [Path(__file__).resolve().parents[4]]  # <root>/packages/core/src/reap/plugins.py
+    if url.startswith("file:"):
+        candidates.insert(0, Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)).parents[1])
+    for root in candidates:
+        if (root / PACKAGES["reap-core"][0] / "pyproject.toml").is_file():
+            return root
+    return None
+
+
+def _installed(dist: str) -> bool:
+    try:
+        importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def install_command(dist: str, *, reinstall: bool = False) -> str:
+    """How to install ``dist`` from where the user stands, as a sentence's end.
+
+    reap's packages are installed from their folders: by absolute path when reap-core came from
+    a clone on this machine, else as ``./packages/...`` in a clone. ``--no-sources`` keeps uv
+    from installing the workspace's packages editable. Other distributions come from the registry.
+
+    Examples:
+        >>> install_command("some-plugin")
+        '`uv pip install some-plugin`'
+    """
+    if dist not in PACKAGES:
+        return f"`uv pip install {'--reinstall-package ' + dist + ' ' if reinstall else ''}{dist}`"
+    root = repository()
+    wanted = [*(d for d in PACKAGES[dist][1] if not reinstall and not _installed(d)), dist]
+    folders = [PACKAGES[d][0] for d in wanted]
+    if root is not None and all((root / f / "pyproject.toml").is_file() for f in folders):
+        paths, where = [str(root / f) for f in folders], ""
+    else:
+        paths, where = [f"./{f}" for f in folders], " in a clone of reap's repository"
+    flags = f"--no-sources --reinstall-package {dist}" if reinstall else "--no-sources"
+    return f"`uv pip install {flags} {' '.join(paths)}`{where}"
 
 
 @dataclass
@@ -138,7 +210,7 @@ def get_registries() -> Registries:
             info.error = "".join(traceback.format_exception_only(exc)).strip()
             warnings.warn(
                 f"reap plugin {ep.name!r} from {dist} failed to load and is skipped: "
-                f"{info.error}. Reinstall it with `uv pip install --reinstall {dist}`.",
+                f"{info.error}. Reinstall it with {install_command(dist, reinstall=True)}.",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -166,7 +238,8 @@ def hook():
 
 def _missing(kind: str, name: str, available) -> PluginNotInstalledError:
     dist = KNOWN_PROVIDERS.get(name)
-    hint = f"install it with `uv pip install {dist}`" if dist else "install the plugin that provides it"
+    hint = (f"{dist} provides it: install it with {install_command(dist)}" if dist
+            else "install the plugin that provides it")
     return PluginNotInstalledError(
         f"no {kind} named {name!r} is installed; {hint}. Installed: {sorted(available) or 'none'}."
     )

@@ -24,8 +24,15 @@ def _modules(name: str) -> tuple[str, ...]:
     return (f"{_VALUE}.functional", f"{_VALUE}.advantages")
 
 
+#: TorchRL's former names of the estimators, which its ``torchrl.objectives.value`` still exports.
+_FORMER_NAMES = {"TD0Estimate": "TD0Estimator", "TD1Estimate": "TD1Estimator",
+                 "TDLambdaEstimate": "TDLambdaEstimator"}
+
+
 @hookimpl
 def reap_register_exports(register):
     """Export every public name of :mod:`reap_value` from :mod:`reap` and TorchRL's paths."""
     for name in reap_value.__all__:
         register(name, f"reap_value:{name}", modules=_modules(name))
+    for former, name in _FORMER_NAMES.items():
+        register(former, f"reap_value:{name}", modules=_modules(name))

@@ -41,6 +41,8 @@ class PolicyRunner:
         self.action_key = env.action_key
         self.device = torch.device(policy_device) if policy_device is not None else None
         self.generator = generator
+        if hasattr(policy, "set_action_spec_from_env"):  # RandomPolicy() takes the env's, as in TorchRL
+            policy.set_action_spec_from_env(env)
         root_keys = {k for k in env.root_specs() if not is_hidden(k)}
         if policy is None:
             self.mode = "random"

@@ -1,5 +1,5 @@
 """Env helpers under TorchRL's path ``torchrl.envs.utils``: ``step_mdp``, ``check_env_specs``,
-``ExplorationType`` and ``set_exploration_type``.
+``RandomPolicy``, ``ExplorationType``, ``exploration_type`` and ``set_exploration_type``.
 
 Examples:
     >>> from reap.envs import GymEnv
@@ -16,10 +16,46 @@ from __future__ import annotations
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import InteractionType as ExplorationType
 from tensordict.nn import set_interaction_type as set_exploration_type
+from tensordict.nn.probabilistic import interaction_type as exploration_type
 
 from reap.mirror import module_getattr
+from reap.specs import Composite
 
-__all__ = ["ExplorationType", "check_env_specs", "set_exploration_type", "step_mdp"]
+__all__ = [
+    "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "set_exploration_type",
+    "step_mdp",
+]
+
+
+class RandomPolicy:
+    """A policy that draws its action from ``action_spec`` (TorchRL's ``RandomPolicy``).
+
+    ``policy(td)`` writes ``action_spec.rand()`` at ``action_key`` (a ``Composite`` spec: all of
+    its entries). Without a spec, a collector gives it the env's ``full_action_spec``.
+
+    Examples:
+        >>> from reap.envs import GymEnv
+        >>> env = GymEnv("Pendulum-v1", num_envs=2)
+        >>> RandomPolicy(env.action_spec)(env.reset())["action"].shape
+        torch.Size([2, 1])
+    """
+
+    def __init__(self, action_spec=None, action_key="action"):
+        self.action_spec = action_spec.clone() if action_spec is not None else None
+        self.action_key = action_key
+
+    def set_action_spec_from_env(self, env) -> None:
+        """Take ``env.full_action_spec`` unless a spec was given (collectors call this)."""
+        if self.action_spec is None:
+            self.action_spec = env.full_action_spec.clone()
+
+    def __call__(self, td: TensorDictBase) -> TensorDictBase:
+        if self.action_spec is None:
+            raise RuntimeError("RandomPolicy has no action_spec: pass RandomPolicy(env.action_spec), or "
+                               "hand it to a collector, which gives it the env's")
+        if isinstance(self.action_spec, Composite):
+            return td.update(self.action_spec.rand())
+        return td.set(self.action_key, self.action_spec.rand())
 
 
 def _key_list(keys) -> list:

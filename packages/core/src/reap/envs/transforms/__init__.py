@@ -20,6 +20,7 @@ from reap.envs.transforms.steps import InitTracker, StepCounter
 from reap.envs.transforms.tensors import CatFrames, CatTensors, UnsqueezeTransform
 from reap.envs.transforms.transformed_env import Compose, Transform, TransformedEnv
 from reap.envs.transforms.values import ClipTransform, DoubleToFloat
+from reap.mirror import module_getattr
 
 __all__ = [
     "CatFrames",
@@ -44,3 +45,6 @@ __all__ = [
     "UnsqueezeTransform",
     "VecNorm",
 ]
+
+#: TorchRL's other names at this path say where they are (``reap.mirror``).
+__getattr__ = module_getattr(__name__)
