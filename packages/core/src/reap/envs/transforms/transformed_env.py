@@ -242,8 +242,9 @@ class TransformedEnv(EnvBase):
             for inner in transform:
                 self.append_transform(inner)
             return self
-        if not isinstance(transform, Transform):
-            raise TypeError(f"append_transform: expected a Transform, got {type(transform).__name__}")
+        from reap.envs.transforms.from_torchrl import as_reap_transform  # it imports this module
+
+        transform = as_reap_transform(transform, "append_transform")
         transform.set_container(self)
         root_after = transform.transform_root_specs(self._root.logical_specs())
         next_after = transform.transform_next_specs(self._next.logical_specs())
@@ -271,8 +272,9 @@ class TransformedEnv(EnvBase):
 
     def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
         """Insert ``transform`` at ``index`` of the chain; returns ``self``."""
-        if not isinstance(transform, Transform):
-            raise TypeError(f"insert_transform: expected a Transform, got {type(transform).__name__}")
+        from reap.envs.transforms.from_torchrl import as_reap_transform  # it imports this module
+
+        transform = as_reap_transform(transform, "insert_transform")
         if not -len(self.transforms) - 1 <= index <= len(self.transforms):
             raise IndexError(
                 f"insert_transform: index {index} is out of range for {len(self.transforms)} transforms"
