@@ -42,6 +42,11 @@ def installed(python: Path) -> dict[str, dict]:
     return dict(json.loads(line) for line in out.stdout.splitlines())
 
 
+def new_venv(path: Path) -> Path:
+    subprocess.run([UV, "venv", "--quiet", "--python", sys.executable, str(path)], check=True)
+    return path / "bin" / "python"
+
+
 @pytest.fixture(scope="module")
 def make_venv(tmp_path_factory):
     made: dict[tuple[str, ...], Path] = {}  # one venv per combination: building one takes seconds
@@ -49,9 +54,7 @@ def make_venv(tmp_path_factory):
     def make(*packages: str, fresh: bool = False) -> Path:
         if packages in made and not fresh:
             return made[packages]
-        venv = tmp_path_factory.mktemp("venv")
-        subprocess.run([UV, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
-        python = venv / "bin" / "python"
+        python = new_venv(tmp_path_factory.mktemp("venv"))
         install(python, "--no-sources", *(str(ROOT / "packages" / p) for p in packages))
         # a normal install of each folder, not an editable link into this checkout
         assert installed(python) == {f"reap-{p}": {"url": (ROOT / "packages" / p).as_uri(), "dir_info": {}}
@@ -260,6 +263,26 @@ except PluginNotInstalledError as exc:
         "error recurrent_backend='triton' needs the triton package, which is not installed. Triton publishes "
         "wheels for Linux on x86_64 and aarch64, where reap-rnn-kernels installs it; there, install it with "
         "`uv pip install triton`. Elsewhere use recurrent_backend='scan' (or 'pad')."]
+
+
+@pytest.mark.slow
+def test_core_from_a_wheel_names_the_folders_in_a_clone(tmp_path):
+    """Installed from a wheel, reap-core knows no clone on this machine: its hints name the
+    folders to install from a clone of the repository."""
+    subprocess.run([UV, "build", "--quiet", "--wheel", "--out-dir", str(tmp_path / "dist"),
+                    str(ROOT / "packages" / "core")], check=True, timeout=300)
+    python = new_venv(tmp_path / "venv")
+    install(python, str(next((tmp_path / "dist").glob("reap_core-*.whl"))))
+    out = run(python, """
+try:
+    from reap.data import SliceSampler
+except ImportError as exc:
+    print(exc)
+""")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("SliceSampler is provided by reap-replay, which is not installed; install it "
+                                  "with `uv pip install --no-sources ./packages/replay` in a clone of reap's "
+                                  "repository.")
 
 
 @pytest.mark.parametrize("platform,resolves", [
