@@ -61,7 +61,9 @@ class EnvFactory:
         self.num_envs = num_envs
 
     def __call__(self):
-        return TransformedEnv(GymEnv("CartPole-v1", num_envs=self.num_envs), RewardSum())
+        # actions as indices, as EpsilonGreedy picks them (TorchRL's default is one-hot)
+        env = GymEnv("CartPole-v1", num_envs=self.num_envs, categorical_action_encoding=True)
+        return TransformedEnv(env, RewardSum())
 
 
 class EpsilonGreedy(nn.Module):

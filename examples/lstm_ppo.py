@@ -75,7 +75,9 @@ class EnvFactory:
         self.primer = lstm.make_tensordict_primer()  # the LSTM's state travels in the batch
 
     def __call__(self):
-        return TransformedEnv(GymEnv("CartPole-v1", num_envs=self.num_envs), Compose(
+        # actions as indices, which torch's Categorical samples (TorchRL's default is one-hot)
+        env = GymEnv("CartPole-v1", num_envs=self.num_envs, categorical_action_encoding=True)
+        return TransformedEnv(env, Compose(
             CatTensors(["observation"], out_key="state", del_keys=False),  # a copy, before masking
             ObservationNorm(loc=torch.zeros(4), scale=torch.tensor([1.0, 0.0, 1.0, 0.0]), in_keys=["observation"],
                             standard_normal=False),  # x, 0, theta, 0

@@ -63,8 +63,10 @@ def parse_args(argv=None):
 
 
 def make_env(num_envs: int = 8):
+    # actions as indices, which torch's Categorical samples (TorchRL's default is one-hot);
     # RewardSum writes ("next", "episode_reward"): the return of each finished episode
-    return TransformedEnv(GymEnv("CartPole-v1", num_envs=num_envs), RewardSum())
+    env = GymEnv("CartPole-v1", num_envs=num_envs, categorical_action_encoding=True)
+    return TransformedEnv(env, RewardSum())
 
 
 def mlp(out: int) -> nn.Module:

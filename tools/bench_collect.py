@@ -80,7 +80,8 @@ def reap_collector(env_id: str, num_envs: int, frames: int, frames_per_batch: in
     from reap import Collector, GymEnv
 
     policy = TensorDictModule(make_policy(env_id), in_keys=["observation"], out_keys=["action"])
-    env = GymEnv(env_id, num_envs=None if num_envs == 1 else num_envs)
+    # index actions (the policy's argmax), as TorchRL's case and the raw loop take them
+    env = GymEnv(env_id, num_envs=None if num_envs == 1 else num_envs, categorical_action_encoding=True)
     with Collector(env, policy, frames_per_batch=frames_per_batch, total_frames=frames) as collector:
         start = time.perf_counter()
         count = sum(batch.numel() for batch in collector)

@@ -47,7 +47,7 @@ def big_mlp(obs_dim: int = 3) -> nn.Module:
 def reap_env(env_id: str, num_envs: int):
     from reap import GymEnv
 
-    return GymEnv(env_id, num_envs=num_envs)
+    return GymEnv(env_id, num_envs=num_envs, categorical_action_encoding=True)  # as torchrl_env's
 
 
 def torchrl_env(env_id: str, num_envs: int):

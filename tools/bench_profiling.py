@@ -35,7 +35,7 @@ def run(env_id: str, num_envs: int, frames: int, mode: str) -> float:
         pm.unregister(plugin)
     try:
         policy = TensorDictModule(make_policy(env_id), in_keys=["observation"], out_keys=["action"])
-        env = GymEnv(env_id, num_envs=None if num_envs == 1 else num_envs)
+        env = GymEnv(env_id, num_envs=None if num_envs == 1 else num_envs, categorical_action_encoding=True)
         with Collector(env, policy, frames_per_batch=1000, total_frames=frames) as collector:
             if mode == "timings on":
                 collector.enable_profile(workers=[])

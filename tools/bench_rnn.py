@@ -109,7 +109,9 @@ def bench_collection(rounds: int, frames: int = 4000) -> dict[str, float]:
         torch.manual_seed(0)
         lstm = lib_lstm(input_size=4, hidden_size=64, in_key="observation", out_key="embed")
         head = head_mod(torch.nn.Linear(64, 2), in_keys=["embed"], out_keys=["logits"])
-        act = head_mod(lambda logits: logits.argmax(-1), in_keys=["logits"], out_keys=["action"])
+        # a one-hot action, CartPole's default encoding in both libraries
+        act = head_mod(lambda logits: torch.nn.functional.one_hot(logits.argmax(-1), 2), in_keys=["logits"],
+                       out_keys=["action"])
         return lstm, TensorDictSequential(lstm, head, act)
 
     def reap_run():
@@ -129,9 +131,6 @@ def bench_collection(rounds: int, frames: int = 4000) -> dict[str, float]:
         lstm, policy = policy_for(trm.LSTMModule, TensorDictModule)
         env = tre.TransformedEnv(tre.GymEnv("CartPole-v1", num_envs=8), tre.InitTracker())
         env.append_transform(lstm.make_tensordict_primer())
-        policy = TensorDictSequential(*policy.module[:2],
-                                      TensorDictModule(lambda logits: torch.nn.functional.one_hot(logits.argmax(-1), 2),
-                                                       in_keys=["logits"], out_keys=["action"]))
         c = trc.Collector(env, policy, frames_per_batch=800, total_frames=frames)
         try:
             start = time.perf_counter()

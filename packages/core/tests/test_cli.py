@@ -47,7 +47,7 @@ def make_failing_at_call_250():
         CALLS.append(1)
         if len(CALLS) == 250:
             raise FloatingPointError("the policy broke at call 250")
-        return torch.zeros((), dtype=torch.int64)
+        return torch.tensor([1, 0])
     return policy
 
 
@@ -56,7 +56,7 @@ def make_signalling(signum, at_call):
         CALLS.append(1)
         if len(CALLS) == at_call:
             os.kill(os.getpid(), signum)
-        return torch.zeros((), dtype=torch.int64)
+        return torch.tensor([1, 0])
     return policy
 
 
@@ -70,15 +70,15 @@ def make_sigint_at_call_50():
 
 def make_after_sigterm():
     os.kill(os.getpid(), signal.SIGTERM)  # as if reap collect were stopped while building the policy
-    return lambda observation: torch.zeros((), dtype=torch.int64)
+    return lambda observation: torch.tensor([1, 0])
 
 
 def action_out_of_range():
-    return lambda observation: torch.tensor(7)
+    return lambda observation: torch.tensor([7, 0])
 
 
 def action_float_for_discrete():
-    return lambda observation: torch.tensor(0.5)
+    return lambda observation: torch.tensor([0.5, 0.5])
 
 
 def action_wrong_shape():
@@ -223,11 +223,11 @@ def test_out_in_a_read_only_directory_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("env,factory,extra,message", [
     ("CartPole-v1", "action_out_of_range", [],
-     "does not fit --env CartPole-v1: its first action is [7], the env takes integers from 0 to 1 (Categorical); "
+     "does not fit --env CartPole-v1: its first action is [7, 0], the env takes one-hot vectors of length 2 (OneHot); "
      "make the policy return valid actions"),
     ("CartPole-v1", "action_float_for_discrete", [],
-     "does not fit --env CartPole-v1: the action is torch.float32 but the env expects torch.int64 (Categorical); "
-     "return an integer action"),
+     "does not fit --env CartPole-v1: the action is torch.float32 but the env expects torch.int64 (OneHot); "
+     "return an integer action (e.g. one_hot(logits.argmax(-1), n))"),
     ("Pendulum-v1", "action_wrong_shape", [],
      "does not fit --env Pendulum-v1: the action has shape (3,) but the env's action_spec expects (1,)"),
     ("CartPole-v1", "sized_for_pendulum", [],
@@ -235,7 +235,7 @@ def test_out_in_a_read_only_directory_is_refused(tmp_path, capsys):
      "shapes cannot be multiplied (1x4 and 3x1); build it for this env (a factory that takes an argument "
      "receives the env)"),
     ("CartPole-v1", "action_one_for_three_envs", ["--num-envs", "3"],
-     "does not fit --env CartPole-v1: the action has shape () but the env's action_spec expects (3,) (batch (3,))"),
+     "does not fit --env CartPole-v1: the action has shape () but the env's action_spec expects (3, 2) (batch (3,))"),
 ])
 def test_policy_whose_action_does_not_fit_the_env(env, factory, extra, message, policy_module, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -267,7 +267,7 @@ def test_error_mid_run_keeps_the_frames_so_far_then_raises(tmp_path, policy_modu
     assert meta["frames"] == 200 and meta["frames_requested"] == 1000 and meta["complete"] is False
     assert meta["error"] == "FloatingPointError: the policy broke at call 250"
     data = load_run(out)
-    assert data.batch_size == (200,) and (data["action"] == 0).all()
+    assert data.batch_size == (200,) and (data["action"] == torch.tensor([1, 0])).all()
     assert capsys.readouterr().out.startswith("collected 200 frames in ")
 
 
@@ -303,7 +303,7 @@ def test_signal_mid_batch_keeps_the_whole_batches_before_it(factory, code, frame
     assert summary.rstrip().endswith(f"; stopped by {name} before 1000 frames, marked incomplete in reap_meta.json")
     if frames:
         data = load_run(out)
-        assert data.batch_size == (frames,) and (data["action"] == 0).all()
+        assert data.batch_size == (frames,) and (data["action"] == torch.tensor([1, 0])).all()
     else:
         assert ", none written to " in summary
         assert sorted(p.name for p in out.iterdir()) == ["reap_meta.json"]

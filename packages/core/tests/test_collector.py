@@ -70,7 +70,7 @@ def test_batch_contract_batched_env_and_policy_output():
 
 def test_transitions_match_a_raw_gymnasium_replay():
     """The same seed and actions, replayed in plain gymnasium, give the same transitions."""
-    env = GymEnv("CartPole-v1")
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
     with Collector(env, ArgmaxLinear(), frames_per_batch=300, total_frames=300) as c:
         c.set_seed(7)
         (b,) = list(c)
@@ -409,9 +409,11 @@ def test_action_of_the_wrong_shape():
 
 
 def test_float_action_for_discrete_env():
-    with pytest.raises(TypeError, match="return an integer action"):
-        Collector(GymEnv("CartPole-v1"), lambda observation: observation.sum().reshape(()),
-                  frames_per_batch=4)
+    with pytest.raises(TypeError, match=r"return an integer action \(e.g. logits.argmax\(-1\)\)"):
+        Collector(GymEnv("CartPole-v1", categorical_action_encoding=True),
+                  lambda observation: observation.sum().reshape(()), frames_per_batch=4)
+    with pytest.raises(TypeError, match=r"expects torch.int64 \(OneHot\); return an integer action \(e.g. one_hot"):
+        Collector(GymEnv("CartPole-v1"), lambda observation: observation[:2], frames_per_batch=4)
 
 
 def test_policy_reading_a_missing_key():

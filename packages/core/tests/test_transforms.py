@@ -131,7 +131,7 @@ def test_vec_norm_eps_bounds_the_variance_and_resets_update_the_statistics():
     # TorchRL's VecNorm(in_keys=["observation"], decay=0.99, eps=1e-2) on CartPole-v1 after
     # set_seed(0), always pushing right: the pole falls at step 9 and the env is reset
     vecnorm = VecNorm(in_keys=["observation"], decay=0.99, eps=1e-2)
-    env = seeded_like_torchrl(TransformedEnv(GymEnv("CartPole-v1"), vecnorm))
+    env = seeded_like_torchrl(TransformedEnv(GymEnv("CartPole-v1", categorical_action_encoding=True), vecnorm))
     td = env.rollout(12, actions=[torch.tensor(1)] * 12, break_when_any_done=False)
     assert td["next", "done"].squeeze(-1).nonzero().flatten().tolist() == [9]
     expected_next = [[0.9606168270111084, 1.5400582551956177, -1.3827223777770996, -1.5840814113616943],
@@ -149,10 +149,10 @@ def test_vec_norm_partial_reset_counts_only_the_envs_reset():
     # counting the envs that were not reset a second time; reap counts the envs that are reset
     actions = [torch.tensor([1, i % 2]) for i in range(12)]  # env 0 falls, env 1 does not
     vecnorm = VecNorm(in_keys=["observation"], decay=1.0)
-    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2), vecnorm)
+    env = TransformedEnv(GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True), vecnorm)
     env.set_seed(0)
     td = env.rollout(12, actions=actions, break_when_any_done=False)
-    raw_env = GymEnv("CartPole-v1", num_envs=2)
+    raw_env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
     raw_env.set_seed(0)
     raw = raw_env.rollout(12, actions=actions, break_when_any_done=False)
     (done,) = raw["next", "done"].squeeze(-1).nonzero().tolist()

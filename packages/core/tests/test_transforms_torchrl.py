@@ -95,11 +95,11 @@ ENVS = {
 
 
 def rollout_both(make_reap, make_torchrl, env_id):
-    actions, torchrl_kwargs = ENVS[env_id]
+    actions, env_kwargs = ENVS[env_id]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ours = reap.TransformedEnv(reap.GymEnv(env_id), make_reap())
-        theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **torchrl_kwargs), make_torchrl())
+        ours = reap.TransformedEnv(reap.GymEnv(env_id, **env_kwargs), make_reap())
+        theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **env_kwargs), make_torchrl())
         ours.set_seed(0)
         ours.reset()  # TorchRL's set_seed resets the env with the seed; reap's seeds the next reset
         theirs.set_seed(0)
@@ -171,7 +171,7 @@ VECNORM_CASES = {  # env id, num_envs, VecNorm keyword arguments (TorchRL's defa
 @pytest.mark.parametrize("case", list(VECNORM_CASES))
 def test_vec_norm_matches_torchrl_step_by_step(case):
     env_id, num_envs, kwargs = VECNORM_CASES[case]
-    actions, torchrl_kwargs = ENVS[env_id]
+    actions, env_kwargs = ENVS[env_id]
     batch = {} if num_envs is None else {"num_envs": num_envs}
     if num_envs is not None:
         actions = [a.expand(num_envs, *a.shape).clone() for a in actions]
@@ -179,8 +179,8 @@ def test_vec_norm_matches_torchrl_step_by_step(case):
         theirs_norm = T.VecNorm(**kwargs)
     assert type(theirs_norm).__name__ == "VecNorm"
     ours_norm = reap.VecNorm(**kwargs)
-    ours = reap.TransformedEnv(reap.GymEnv(env_id, **batch), ours_norm)
-    theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **torchrl_kwargs, **batch), theirs_norm)
+    ours = reap.TransformedEnv(reap.GymEnv(env_id, **env_kwargs, **batch), ours_norm)
+    theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **env_kwargs, **batch), theirs_norm)
     ours.base_env.set_seed(0)
     ours.base_env.reset()  # TorchRL's set_seed resets the base env, outside the transforms
     theirs.set_seed(0)

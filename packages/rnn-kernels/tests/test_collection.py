@@ -36,7 +36,8 @@ def make_policy(backend="scan"):
 
 def make_env():
     _, lstm = make_policy()
-    return TransformedEnv(GymEnv("CartPole-v1", num_envs=NUM_ENVS), InitTracker()).append_transform(
+    env = GymEnv("CartPole-v1", num_envs=NUM_ENVS, categorical_action_encoding=True)  # Head gives indices
+    return TransformedEnv(env, InitTracker()).append_transform(
         lstm.make_tensordict_primer()
     )
 

@@ -619,7 +619,7 @@ class MultiAsyncCollector(_MultiCollector):
         >>> from reap import GymEnv, MultiAsyncCollector
         >>> def make_env():
         ...     return GymEnv("CartPole-v1")
-        >>> policy = lambda observation: torch.zeros((), dtype=torch.int64)
+        >>> policy = lambda observation: torch.tensor([1, 0])  # CartPole's one-hot action: push left
         >>> if __name__ == "__main__":
         ...     with MultiAsyncCollector([make_env, make_env], policy, frames_per_batch=50,
         ...                              total_frames=200) as collector:
@@ -674,7 +674,7 @@ class AsyncCollector(MultiAsyncCollector):
     Examples:
         >>> import torch  # doctest: +SKIP
         >>> from reap import AsyncCollector, GymEnv
-        >>> policy = lambda observation: torch.zeros((), dtype=torch.int64)
+        >>> policy = lambda observation: torch.tensor([1, 0])  # CartPole's one-hot action: push left
         >>> if __name__ == "__main__":
         ...     with AsyncCollector(lambda: GymEnv("CartPole-v1"), policy, frames_per_batch=50,
         ...                         total_frames=100) as collector:

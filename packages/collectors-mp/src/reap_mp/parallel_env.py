@@ -147,10 +147,10 @@ class ParallelEnv(EnvBase):
         super().__init__(batch_size=batch)
         self.action_key = meta["action_key"]
         self.observation_spec = Composite(
-            {k: v.expand(num_workers) for k, v in meta["observation_spec"].items()}, shape=batch
+            {k: v.expand(num_workers, *v.shape) for k, v in meta["observation_spec"].items()}, shape=batch
         )
-        self.action_spec = meta["action_spec"].expand(num_workers)
-        self.reward_spec = meta["reward_spec"].expand(num_workers)
+        self.action_spec = meta["action_spec"].expand(num_workers, *meta["action_spec"].shape)
+        self.reward_spec = meta["reward_spec"].expand(num_workers, *meta["reward_spec"].shape)
         plain_root, plain_next = EnvBase.root_specs(self), EnvBase.next_specs(self)
         self._extra_root = {k: v for k, v in meta["root_specs"].items() if k not in plain_root}
         self._extra_next = {k: v for k, v in meta["next_specs"].items() if k not in plain_next}
@@ -163,12 +163,12 @@ class ParallelEnv(EnvBase):
 
     def root_specs(self):
         specs = super().root_specs()
-        specs.update({k: v.expand(self.num_workers) for k, v in self._extra_root.items()})
+        specs.update({k: v.expand(self.num_workers, *v.shape) for k, v in self._extra_root.items()})
         return specs
 
     def next_specs(self):
         specs = super().next_specs()
-        specs.update({k: v.expand(self.num_workers) for k, v in self._extra_next.items()})
+        specs.update({k: v.expand(self.num_workers, *v.shape) for k, v in self._extra_next.items()})
         return specs
 
     @property

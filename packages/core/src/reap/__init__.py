@@ -46,12 +46,14 @@ from reap.envs.transforms import (
 from reap.envs.utils import RandomPolicy, check_env_specs, exploration_type, step_mdp
 from reap.plugins import PluginNotInstalledError, hookimpl
 from reap.postprocs import MultiStep
-from reap.specs import Binary, Bounded, Categorical, Composite, Unbounded
+from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, Unbounded
+from reap.specs_torchrl import install as _install_torchrl_specs
 from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase
 
 __version__ = "0.1.0"
 
 _mirror.install()  # TorchRL's module paths: ``from reap.data import SliceSampler`` (reap.mirror)
+_install_torchrl_specs()  # TorchRL's modules take reap's specs, once TorchRL is imported
 
 __all__ = [
     "BaseCollector",
@@ -77,6 +79,7 @@ __all__ = [
     "MultiStep",
     "NoopResetEnv",
     "ObservationNorm",
+    "OneHot",
     "PluginNotInstalledError",
     "RandomPolicy",
     "RenameTransform",

@@ -8,7 +8,7 @@ _TRANSFORMS = (
     "CatFrames", "CatTensors", "ExcludeTransform", "FrameSkipTransform", "NoopResetEnv",
     "RenameTransform", "RewardClipping", "RewardScaling", "SelectTransform", "UnsqueezeTransform",
 )
-_SPECS = ("Binary", "Bounded", "Categorical", "Composite", "Unbounded")
+_SPECS = ("Binary", "Bounded", "Categorical", "Composite", "OneHot", "Unbounded")
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {

@@ -202,6 +202,10 @@ def write_run_meta(path: Path, meta: dict) -> None:
 
 
 def _allowed_actions(spec) -> str:
+    from reap.specs import OneHot
+
+    if isinstance(spec, OneHot):
+        return f"one-hot vectors of length {spec.n}"
     if hasattr(spec, "n"):
         return f"integers from 0 to {spec.n - 1}"
     if hasattr(spec, "low"):

@@ -457,7 +457,7 @@ class ThreadAsyncCollector(_ThreadCollector):
     Examples:
         >>> import torch
         >>> from reap import GymEnv
-        >>> policy = lambda observation: torch.zeros((), dtype=torch.int64)
+        >>> policy = lambda observation: torch.tensor([1, 0])  # CartPole's one-hot action: push left
         >>> with ThreadAsyncCollector([lambda: GymEnv("CartPole-v1")] * 2, policy, frames_per_batch=50,
         ...                           total_frames=200) as collector:
         ...     for batch in collector:

@@ -21,6 +21,7 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
 
 from reap.envs.base import EnvBase, is_hidden
+from reap.specs import OneHot
 
 
 def _is_tensordict_callable(fn) -> bool:
@@ -205,9 +206,10 @@ def check_action(action: torch.Tensor, env: EnvBase) -> None:
             "action per env"
         )
     if action.dtype.is_floating_point and not spec.dtype.is_floating_point:
+        example = "one_hot(logits.argmax(-1), n)" if isinstance(spec, OneHot) else "logits.argmax(-1)"
         raise TypeError(
             f"policy: the action is {action.dtype} but the env expects {spec.dtype} "
-            f"({type(spec).__name__}); return an integer action (e.g. logits.argmax(-1))"
+            f"({type(spec).__name__}); return an integer action (e.g. {example})"
         )
 
 

@@ -1,5 +1,12 @@
 """``GymEnv``: a gymnasium environment (or vector environment) behind reap's env protocol.
 
+It takes TorchRL's ``GymEnv`` keywords and gives TorchRL's specs: a ``Discrete`` space is a
+``OneHot`` spec unless ``categorical_action_encoding=True`` (then ``Categorical``), and the env
+turns one-hot actions into indices before ``gym.step`` in a buffer it keeps; ``frame_skip``
+repeats each action, summing the rewards and stopping at done; ``from_pixels=True`` adds the
+rendered frame as ``"pixels"`` (alone when ``pixels_only``); a ``Dict`` observation's ``"state"``
+is ``"observation"``.
+
 Vector envs run with gymnasium's autoreset disabled: reap resets finished sub-envs itself
 (``reset_mask``), so ``("next", "observation")`` is always the true final observation and
 truncations added by transforms or ``max_frames_per_traj`` reset the env too.
@@ -10,18 +17,25 @@ Examples:
     >>> env.rollout(3)["next", "observation"].shape
     torch.Size([2, 3, 3])
     >>> env.close()
+    >>> GymEnv("CartPole-v1").action_spec
+    OneHot(n=2, shape=(2,), dtype=torch.int64)
+    >>> GymEnv("CartPole-v1", categorical_action_encoding=True).action_spec
+    Categorical(n=2, shape=(), dtype=torch.int64)
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.envs.registration import load_env_creator
 
 from reap.envs.base import EnvBase
-from reap.specs import Binary, Bounded, Categorical, Composite, TensorSpec, Unbounded
+from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, TensorSpec, Unbounded
 
 _TORCH_DTYPES = {
     np.dtype("float32"): torch.float32,
@@ -33,9 +47,19 @@ _TORCH_DTYPES = {
     np.dtype("bool"): torch.bool,
 }
 
+#: TorchRL's GymEnv keywords taken at their default value only: the default, and what to do instead.
+_DEFAULT_ONLY = {
+    "convert_actions_to_numpy": (True, "gymnasium envs take NumPy actions, which reap gives them"),
+    "num_workers": (1, "run workers with reap_mp.ParallelEnv(num_workers, functools.partial(GymEnv, "
+                       "env_name, ...)), or use num_envs for a vector env in this process"),
+    "native_autoreset": (False, "reap resets finished sub-envs itself"),
+    "missing_obs_value": (None, "reap resets finished sub-envs itself, so no observation is missing"),
+}
 
-def space_to_spec(space: gym.Space, batch=()) -> TensorSpec:
-    """The reap spec of a single gymnasium space, with batch dims ``batch``."""
+
+def space_to_spec(space: gym.Space, batch=(), categorical_action_encoding: bool = False) -> TensorSpec:
+    """The reap spec of a single gymnasium space, with batch dims ``batch`` (TorchRL's mapping:
+    a ``Discrete`` space is ``OneHot`` unless ``categorical_action_encoding``)."""
     if isinstance(space, gym.spaces.Box):
         dtype = _TORCH_DTYPES[np.dtype(space.dtype)]
         shape = (*batch, *space.shape)
@@ -47,7 +71,9 @@ def space_to_spec(space: gym.Space, batch=()) -> TensorSpec:
     if isinstance(space, gym.spaces.Discrete):
         if space.start != 0:
             raise ValueError(f"GymEnv: Discrete spaces must start at 0, got start={space.start}")
-        return Categorical(int(space.n), shape=batch)
+        if categorical_action_encoding:
+            return Categorical(int(space.n), shape=batch, dtype=_TORCH_DTYPES[np.dtype(space.dtype)])
+        return OneHot(int(space.n), shape=(*batch, int(space.n)), dtype=torch.int64)
     if isinstance(space, gym.spaces.MultiBinary):
         return Binary(shape=(*batch, *np.atleast_1d(space.n)), dtype=torch.int8)
     raise TypeError(
@@ -56,16 +82,41 @@ def space_to_spec(space: gym.Space, batch=()) -> TensorSpec:
     )
 
 
+def _takes_frameskip(env_name: str) -> bool:
+    """Whether the env's constructor has its own ``frameskip`` (ALE's), which TorchRL uses."""
+    entry_point = gym.spec(env_name).entry_point
+    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    try:
+        return "frameskip" in inspect.signature(creator).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 class GymEnv(EnvBase):
-    """Wrap a gymnasium env id, ``gym.Env`` or ``gym.vector.VectorEnv``.
+    """Wrap a gymnasium env id, ``gym.Env`` or ``gym.vector.VectorEnv``, with TorchRL's keywords.
 
     Args:
         env_name: a registered gymnasium id (``"CartPole-v1"``), or an env instance.
         num_envs: when given, a ``SyncVectorEnv`` of that many copies (batch ``[num_envs]``).
-        **kwargs: passed to ``gymnasium.make`` / ``gymnasium.make_vec``.
+        categorical_action_encoding: ``Discrete`` spaces as ``Categorical`` indices instead of
+            ``OneHot`` vectors (TorchRL's default, False).
+        from_pixels: add the rendered frame (``render_mode="rgb_array"``) as ``"pixels"``.
+        pixels_only: with ``from_pixels``, the frame is the only observation (default: True for
+            an env id, False for an env instance, as TorchRL's ``GymEnv`` and ``GymWrapper``).
+        frame_skip: repeat each action this many times, summing the rewards and stopping at the
+            first done (in any sub-env); envs whose constructor takes ``frameskip`` (ALE) get it
+            instead, as in TorchRL.
+        device: ``"cpu"`` only (gymnasium steps on the CPU).
+        batch_size: None, or the batch the env has anyway (``()``, or ``(num_envs,)``).
+        allow_done_after_reset: taken for TorchRL's signature; gymnasium resets are never done.
+        **kwargs: passed to ``gymnasium.make`` / ``gymnasium.make_vec`` (``disable_env_checker``
+            defaults to True, as in TorchRL).
     """
 
-    def __init__(self, env_name, *, num_envs: int | None = None, device="cpu", **kwargs):
+    def __init__(self, env_name, *, num_envs: int | None = None, categorical_action_encoding: bool = False,
+                 from_pixels: bool = False, pixels_only: bool | None = None, frame_skip: int = 1,
+                 device="cpu", batch_size=None, allow_done_after_reset: bool = False, backend=None,
+                 **kwargs):
         if torch.device(device).type != "cpu":
             raise ValueError(
                 f"GymEnv: device={device!r} is not supported, gymnasium steps on the CPU; "
@@ -73,32 +124,61 @@ class GymEnv(EnvBase):
             )
         if num_envs is not None and (not isinstance(num_envs, int) or num_envs < 1):
             raise ValueError(f"GymEnv: num_envs must be a positive int or None, got {num_envs!r}")
+        if not isinstance(frame_skip, int) or isinstance(frame_skip, bool) or frame_skip < 1:
+            raise ValueError(f"GymEnv: frame_skip must be a positive int, got {frame_skip!r}")
+        if backend not in (None, "gymnasium"):
+            raise ValueError(f"GymEnv: backend={backend!r} is not supported; reap wraps gymnasium "
+                             "(leave backend out)")
+        for key, (default, instead) in _DEFAULT_ONLY.items():
+            if kwargs.get(key, default) != default:
+                raise ValueError(f"GymEnv: {key}={kwargs[key]!r} is not supported ({instead}); "
+                                 f"leave {key} at {default!r}")
+            kwargs.pop(key, None)
         self.env_name = env_name
-        self._env = self._make(env_name, num_envs, kwargs)
+        self.from_pixels, self.frame_skip = from_pixels, frame_skip
+        self.allow_done_after_reset = allow_done_after_reset
+        self._env, self._skip = self._make(env_name, num_envs, from_pixels, pixels_only, frame_skip, kwargs)
         self._vector = isinstance(self._env, gym.vector.VectorEnv)
         batch = (self._env.num_envs,) if self._vector else ()
+        if batch_size is not None and tuple(batch_size) not in ((), batch):
+            raise ValueError(f"GymEnv: batch_size={tuple(batch_size)} differs from the env's batch {batch}; "
+                             "num_envs sets the batch (leave batch_size out)")
         super().__init__(batch_size=batch, device=device)
         if self._vector:
             obs_space = self._env.single_observation_space
             act_space = self._env.single_action_space
         else:
             obs_space, act_space = self._env.observation_space, self._env.action_space
+        as_spec = functools.partial(space_to_spec, batch=batch,
+                                    categorical_action_encoding=categorical_action_encoding)
         if isinstance(obs_space, gym.spaces.Dict):
-            self._obs_keys = tuple(obs_space.spaces)
-            specs = {k: space_to_spec(s, batch) for k, s in obs_space.spaces.items()}
-        else:
-            self._obs_keys = None
-            specs = {"observation": space_to_spec(obs_space, batch)}
+            spaces = obs_space.spaces
+            rename = "state" in spaces and "observation" not in spaces  # TorchRL's rule
+            self._obs_keys = {("observation" if rename and k == "state" else k): k for k in spaces}
+        else:  # the rendered frame alone (from_pixels, pixels_only) is "pixels", as in TorchRL
+            spaces = {None: obs_space}
+            self._obs_keys = {("pixels" if from_pixels else "observation"): None}
+        specs = {key: as_spec(spaces[gym_key]) for key, gym_key in self._obs_keys.items()}
+        self._one_hot_obs = {k for k, s in specs.items() if isinstance(s, OneHot)}
+        plain = len(specs) == 1 and not self._one_hot_obs and None in self._obs_keys.values()
+        self._plain_obs = next(iter(specs)) if plain else None
         self.observation_spec = Composite(specs, shape=batch)
-        self.action_spec = space_to_spec(act_space, batch)
+        self.action_spec = as_spec(act_space)
+        # one-hot actions become indices (a vector env's in this buffer) before gym.step
+        self._one_hot_action = isinstance(self.action_spec, OneHot)
+        self._action_index = np.zeros(batch, dtype=np.intp)
+        self._rows = np.arange(batch[0]) if batch else None
         self._seed: int | None = None
-        self._all = np.ones(batch, dtype=bool) if batch else None
 
     @staticmethod
-    def _make(env_name, num_envs, kwargs):
+    def _make(env_name, num_envs, from_pixels, pixels_only, frame_skip, kwargs):
+        """The gymnasium env, and how many times ``_step_into`` repeats an action."""
         if isinstance(env_name, gym.vector.VectorEnv | gym.Env):
             if num_envs is not None:
                 raise ValueError("GymEnv: num_envs applies to env ids, not to env instances")
+            if kwargs:
+                raise ValueError(f"GymEnv: {sorted(kwargs)} go to gymnasium.make, which an env instance "
+                                 "does not pass through; build the instance with them")
             if isinstance(env_name, gym.vector.VectorEnv):
                 mode = env_name.metadata.get("autoreset_mode")
                 if mode is not gym.vector.AutoresetMode.DISABLED:
@@ -107,36 +187,65 @@ class GymEnv(EnvBase):
                         "vector_kwargs={'autoreset_mode': gym.vector.AutoresetMode.DISABLED}; "
                         "reap resets finished sub-envs itself"
                     )
-            return env_name
+                if from_pixels:
+                    raise ValueError("GymEnv: from_pixels=True takes an env id or a single gym.Env, "
+                                     "not a vector env instance")
+                return env_name, frame_skip
+            env = _add_pixels(env_name, False if pixels_only is None else pixels_only) if from_pixels else env_name
+            return env, frame_skip
         if not isinstance(env_name, str):
             raise TypeError(f"GymEnv: env_name must be a gymnasium id or env, got {env_name!r}")
         if env_name not in gym.registry:
             close = difflib.get_close_matches(env_name, list(gym.registry), n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             raise ValueError(f"GymEnv: env_name {env_name!r} is not a registered gymnasium id.{hint}")
+        kwargs = {"disable_env_checker": True, **kwargs}
+        skip = frame_skip
+        if _takes_frameskip(env_name):
+            if "frameskip" in kwargs and frame_skip != 1:
+                raise ValueError("GymEnv: pass frame_skip or frameskip, not both")
+            kwargs.setdefault("frameskip", frame_skip)
+            skip = 1
+        wrappers = []
+        if from_pixels:
+            if kwargs.setdefault("render_mode", "rgb_array") != "rgb_array":
+                raise ValueError(f"GymEnv: from_pixels=True needs render_mode='rgb_array', got "
+                                 f"render_mode={kwargs['render_mode']!r}")
+            wrappers.append(functools.partial(_add_pixels, pixels_only=True if pixels_only is None else pixels_only))
         if num_envs is None:
-            return gym.make(env_name, **kwargs)
+            env = gym.make(env_name, **kwargs)
+            for wrap in wrappers:
+                env = wrap(env)
+            return env, skip
         vector_kwargs = {"autoreset_mode": gym.vector.AutoresetMode.DISABLED}
-        return gym.make_vec(
-            env_name,
-            num_envs=num_envs,
-            vectorization_mode="sync",
-            vector_kwargs=vector_kwargs,
-            **kwargs,
-        )
+        env = gym.make_vec(env_name, num_envs=num_envs, vectorization_mode="sync",
+                           vector_kwargs=vector_kwargs, wrappers=wrappers or None, **kwargs)
+        return env, skip
 
     def _write_obs(self, dest: dict, t: int, obs, mask=None) -> None:
-        if self._obs_keys is None:
-            if mask is None:
-                dest["observation"][t] = obs
-            else:
-                dest["observation"][t][mask] = obs[mask]
+        if self._plain_obs is not None and mask is None:  # one array observation: the hot path
+            dest[self._plain_obs][t] = obs
             return
-        for key in self._obs_keys:
-            if mask is None:
-                dest[key][t] = obs[key]
+        for key, gym_key in self._obs_keys.items():
+            self._write(dest, key, t, obs if gym_key is None else obs[gym_key], mask)
+
+    def _write(self, dest: dict, key: str, t: int, value, mask) -> None:
+        row = dest[key][t]
+        if key in self._one_hot_obs:  # a Discrete observation: its index as a one-hot row
+            if mask is not None:
+                row = row[mask]
+                value = value[mask]
+            row[...] = 0
+            if row.ndim == 1:
+                row[value] = 1
             else:
-                dest[key][t][mask] = obs[key][mask]
+                row[self._rows[: len(row)], value] = 1
+            if mask is not None:
+                dest[key][t][mask] = row
+        elif mask is None:
+            row[...] = value
+        else:
+            row[mask] = value[mask]
 
     def _reset_into(self, root, t, mask):
         seed, self._seed = self._seed, None
@@ -152,7 +261,11 @@ class GymEnv(EnvBase):
             self._write_obs(root, t, obs, mask)
 
     def _step_into(self, action, t, root, nxt):
+        if self._one_hot_action:  # a single env takes a NumPy scalar, as for Categorical
+            action = np.argmax(action, axis=-1, out=self._action_index) if self._vector else action.argmax()
         obs, reward, terminated, truncated, _ = self._env.step(action)
+        if self._skip > 1:
+            obs, reward, terminated, truncated = self._skip_frames(action, obs, reward, terminated, truncated)
         self._write_obs(nxt, t, obs)
         if self._vector:
             nxt["reward"][t, :, 0] = reward
@@ -165,6 +278,15 @@ class GymEnv(EnvBase):
             nxt["truncated"][t, 0] = truncated
             nxt["done"][t, 0] = terminated or truncated
 
+    def _skip_frames(self, action, obs, reward, terminated, truncated):
+        """``frame_skip``: the action again, the rewards summed, until the first done (TorchRL's)."""
+        for _ in range(self._skip - 1):
+            if np.any(terminated) or np.any(truncated):
+                break
+            obs, more, terminated, truncated, _ = self._env.step(action)
+            reward = reward + more
+        return obs, reward, terminated, truncated
+
     def _set_seed(self, seed):
         self._seed = seed
         if seed is not None:
@@ -176,4 +298,18 @@ class GymEnv(EnvBase):
         super().close()
 
     def __repr__(self) -> str:
-        return f"GymEnv({self.env_name!r}, batch_size={tuple(self.batch_size)})"
+        name = self.env_name if isinstance(self.env_name, str) else self._env
+        return f"GymEnv(env={name}, batch_size={self.batch_size}, device={self.device})"
+
+
+def _add_pixels(env: gym.Env, pixels_only: bool) -> gym.Env:
+    """``env`` with its rendered frame as the ``"pixels"`` observation (gymnasium's
+    ``AddRenderObservation``); an env that cannot render is a clear error here."""
+    if env.render_mode != "rgb_array":
+        raise ValueError(f"GymEnv: from_pixels=True needs render_mode='rgb_array', got "
+                         f"render_mode={env.render_mode!r}")
+    try:
+        return gym.wrappers.AddRenderObservation(env, render_only=pixels_only)
+    except (gym.error.DependencyNotInstalled, TypeError) as exc:
+        raise RuntimeError(f"GymEnv: from_pixels=True, but {env.spec.id if env.spec else env} cannot render "
+                           f"rgb_array frames: {exc}") from exc

@@ -61,10 +61,10 @@ class SerialEnv(EnvBase):
         batch = (num_workers, *first.batch_size)
         super().__init__(batch_size=batch, device=first.device)
         self.observation_spec = Composite(
-            {k: v.expand(num_workers) for k, v in first.observation_spec.items()}, shape=batch
+            {k: v.expand(num_workers, *v.shape) for k, v in first.observation_spec.items()}, shape=batch
         )
-        self.action_spec = first.action_spec.expand(num_workers)
-        self.reward_spec = first.reward_spec.expand(num_workers)
+        self.action_spec = first.action_spec.expand(num_workers, *first.action_spec.shape)
+        self.reward_spec = first.reward_spec.expand(num_workers, *first.reward_spec.shape)
         plain_root, plain_next = EnvBase.root_specs(self), EnvBase.next_specs(self)
         self._extra_root = {k: v for k, v in first.root_specs().items() if k not in plain_root}
         self._extra_next = {k: v for k, v in first.next_specs().items() if k not in plain_next}
@@ -72,12 +72,12 @@ class SerialEnv(EnvBase):
 
     def root_specs(self):
         specs = super().root_specs()
-        specs.update({k: v.expand(len(self.envs)) for k, v in self._extra_root.items()})
+        specs.update({k: v.expand(len(self.envs), *v.shape) for k, v in self._extra_root.items()})
         return specs
 
     def next_specs(self):
         specs = super().next_specs()
-        specs.update({k: v.expand(len(self.envs)) for k, v in self._extra_next.items()})
+        specs.update({k: v.expand(len(self.envs), *v.shape) for k, v in self._extra_next.items()})
         return specs
 
     @property

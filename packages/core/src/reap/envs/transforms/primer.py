@@ -44,7 +44,7 @@ class TensorDictPrimer(Transform):
         batch = tuple(self.parent.batch_size)
         for key, spec in self.primers.items():
             if self.expand_specs:
-                spec = spec.expand(*batch)
+                spec = spec.expand(*batch, *spec.shape)
             elif tuple(spec.shape[: len(batch)]) != batch:
                 raise ValueError(
                     f"TensorDictPrimer: the spec of {key!r} has shape {tuple(spec.shape)}, which does not "

@@ -1,0 +1,189 @@
+"""``GymEnv`` with TorchRL's keywords: the same specs and rollouts as TorchRL's ``GymEnv``."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from reap import Collector, GymEnv
+from reap.specs import Bounded, Categorical, OneHot, Unbounded
+
+
+class PixelEnv(gym.Env):
+    """Moves a point; renders it as a small rgb_array frame (no pygame needed)."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.t = self.np_random.uniform(-1, 1, 2).astype(np.float32), 0
+        return self.pos.copy(), {}
+
+    def step(self, action):
+        self.pos = np.clip(self.pos + (int(action) - 1) * 0.1, -1, 1).astype(np.float32)
+        self.t += 1
+        return self.pos.copy(), float(action), self.t >= 5, False, {}
+
+    def render(self):
+        frame = np.zeros((4, 6, 3), np.uint8)
+        frame[..., 0], frame[..., 1] = int((self.pos[0] + 1) * 100), self.t
+        return frame
+
+
+class NoRendererEnv(PixelEnv):
+    def render(self):
+        raise gym.error.DependencyNotInstalled("pygame is not installed, run `pip install gymnasium[classic-control]`")
+
+
+class NativeFrameskipEnv(PixelEnv):
+    """An env with its own ``frameskip`` argument, as ALE's."""
+
+    def __init__(self, render_mode=None, frameskip=4):
+        super().__init__(render_mode)
+        self.frameskip = frameskip
+
+
+for _name, _cls in [("Pixels", PixelEnv), ("NoRenderer", NoRendererEnv), ("NativeFrameskip", NativeFrameskipEnv)]:
+    gym.register(f"ReapTest/{_name}-v0", entry_point=_cls)
+
+
+def rollouts(env_id, kwargs, steps=30):
+    """reap's and TorchRL's GymEnv, seeded alike, under the same random actions."""
+    torchrl_envs = pytest.importorskip("torchrl.envs")
+    ours, theirs = GymEnv(env_id, **kwargs), torchrl_envs.GymEnv(env_id, **kwargs)
+    torch.manual_seed(0)
+    actions = [theirs.action_spec.rand() for _ in range(steps)]
+    ours.set_seed(3)
+    a = ours.rollout(steps, actions=actions, break_when_any_done=False)
+    b = theirs.rollout(steps, actions=actions, auto_reset=False, tensordict=theirs.reset(seed=3),
+                       break_when_any_done=False)
+    return ours, theirs, a, b
+
+
+@pytest.mark.parametrize("env_id,kwargs", [
+    ("CartPole-v1", {}),
+    ("CartPole-v1", {"categorical_action_encoding": True}),
+    ("CartPole-v1", {"frame_skip": 3}),
+    ("FrozenLake-v1", {}),  # a Discrete observation is one-hot too
+    ("Pendulum-v1", {"frame_skip": 2}),
+    ("ReapTest/Pixels-v0", {"from_pixels": True}),
+    ("ReapTest/Pixels-v0", {"from_pixels": True, "pixels_only": False, "frame_skip": 2}),
+], ids=lambda x: str(x))
+def test_specs_and_rollouts_match_torchrl(env_id, kwargs):
+    ours, theirs, a, b = rollouts(env_id, kwargs)
+    assert ours.action_spec == theirs.action_spec and ours.reward_spec == theirs.reward_spec
+    assert ours.done_spec == theirs.done_spec
+    assert list(ours.observation_spec.keys()) == list(theirs.observation_spec.keys())
+    for key, spec in ours.observation_spec.items():
+        if env_id == "CartPole-v1":  # a Box with some infinite bounds: Bounded with infinities in TorchRL
+            assert isinstance(spec, Unbounded) and type(theirs.observation_spec[key]).__name__ == "BoundedContinuous"
+        elif key == "pixels":  # a uint8 Box from 0 to 255: Unbounded in TorchRL
+            assert isinstance(spec, Bounded) and type(theirs.observation_spec[key]).__name__ == "UnboundedDiscrete"
+        else:
+            assert spec == theirs.observation_spec[key], key
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in a.keys(True, True):
+        x, y = a.get(key), b.get(key)
+        assert (x.shape, x.dtype) == (y.shape, y.dtype) and torch.equal(x, y), key
+    assert a["next", "done"].any() or env_id == "Pendulum-v1"  # the comparison crossed resets
+    ours.close(), theirs.close()
+
+
+def test_one_hot_actions_reach_a_vector_env_as_indices_in_one_buffer():
+    class Recorder(gym.vector.VectorWrapper):
+        def step(self, actions):
+            self.seen.append((id(actions), actions.tolist()))
+            return super().step(actions)
+
+    vector = Recorder(gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync",
+                                   vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED}))
+    vector.seen = []
+    env = GymEnv(vector)
+    assert env.action_spec == OneHot(2, shape=(3, 2), dtype=torch.int64)
+    with Collector(env, None, frames_per_batch=30, total_frames=30) as collector:
+        (batch,) = list(collector)
+    assert len({buffer for buffer, _ in vector.seen}) == 1  # the same array every step
+    assert [indices for _, indices in vector.seen] == batch["action"].argmax(-1).T.tolist()
+    assert OneHot(2, dtype=torch.int64).is_in(batch["action"])
+
+
+def test_frame_skip_repeats_the_action_until_done_and_sums_rewards():
+    env = GymEnv("CartPole-v1", frame_skip=4, categorical_action_encoding=True)
+    env.set_seed(1)
+    td = env.rollout(10, actions=[torch.tensor(1)] * 10)  # stops at the first done
+    ref = gym.make("CartPole-v1")
+    ref.reset(seed=1)
+    rewards, done = [], False
+    while not done:
+        total = 0.0
+        for _ in range(4):
+            _, reward, term, trunc, _ = ref.step(1)
+            total += reward
+            done = term or trunc
+            if done:
+                break
+        rewards.append(total)
+    assert td["next", "reward"].flatten().tolist() == rewards and rewards[-1] < 4.0
+
+
+def test_native_frameskip_goes_to_the_env_as_torchrl_passes_it():
+    assert GymEnv("ReapTest/NativeFrameskip-v0", frame_skip=3)._env.unwrapped.frameskip == 3
+    assert GymEnv("ReapTest/NativeFrameskip-v0")._env.unwrapped.frameskip == 1  # TorchRL's default
+    assert GymEnv("ReapTest/NativeFrameskip-v0", frameskip=2)._env.unwrapped.frameskip == 2
+    with pytest.raises(ValueError, match="pass frame_skip or frameskip, not both"):
+        GymEnv("ReapTest/NativeFrameskip-v0", frame_skip=3, frameskip=2)
+
+
+def test_from_pixels_in_a_vector_env_and_the_accepted_torchrl_keywords():
+    env = GymEnv("ReapTest/Pixels-v0", num_envs=2, from_pixels=True, pixels_only=False, batch_size=(2,),
+                 device="cpu", allow_done_after_reset=True, convert_actions_to_numpy=True, num_workers=1,
+                 backend="gymnasium")
+    assert list(env.observation_spec.keys()) == ["pixels", "observation"]
+    env.set_seed(0)
+    td = env.rollout(6, break_when_any_done=False)
+    assert td["pixels"].shape == (2, 6, 4, 6, 3) and td["pixels"].dtype == torch.uint8
+    step = td["next", "pixels"][..., 0, 0, 1]  # the frame's step counter, back to 1 after a reset
+    assert step.tolist() == [[1, 2, 3, 4, 5, 1]] * 2
+    assert repr(env) == "GymEnv(env=ReapTest/Pixels-v0, batch_size=torch.Size([2]), device=cpu)"
+    assert GymEnv("CartPole-v1", batch_size=()).batch_size == ()
+    instance = GymEnv(gym.make("ReapTest/Pixels-v0", render_mode="rgb_array"), from_pixels=True)
+    assert list(instance.observation_spec.keys()) == ["pixels", "observation"]  # GymWrapper's pixels_only=False
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"frame_skip": 0}, ValueError, "frame_skip must be a positive int, got 0"),
+    ({"frame_skip": 2.0}, ValueError, "frame_skip must be a positive int, got 2.0"),
+    ({"backend": "gym"}, ValueError, r"backend='gym' is not supported; reap wraps gymnasium"),
+    ({"num_workers": 2}, ValueError, r"num_workers=2 is not supported \(run workers with reap_mp.ParallelEnv"),
+    ({"convert_actions_to_numpy": False}, ValueError, r"convert_actions_to_numpy=False is not supported"),
+    ({"native_autoreset": True}, ValueError, r"native_autoreset=True is not supported"),
+    ({"batch_size": (3,)}, ValueError, r"batch_size=\(3,\) differs from the env's batch \(\); num_envs sets"),
+])
+def test_keywords_reap_cannot_honour_are_refused_with_the_fix(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        GymEnv("CartPole-v1", **kwargs)
+
+
+def test_from_pixels_without_a_renderer_is_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"from_pixels=True, but ReapTest/NoRenderer-v0 cannot render rgb_array "
+                                           r"frames: pygame is not installed"):
+        GymEnv("ReapTest/NoRenderer-v0", from_pixels=True)
+    with pytest.raises(ValueError, match=r"from_pixels=True needs render_mode='rgb_array', got render_mode='human'"):
+        GymEnv("ReapTest/Pixels-v0", from_pixels=True, render_mode="human")
+    with pytest.raises(ValueError, match=r"from_pixels=True needs render_mode='rgb_array', got render_mode=None"):
+        GymEnv(gym.make("ReapTest/Pixels-v0"), from_pixels=True)
+    with pytest.raises(ValueError, match=r"\['max_episode_steps'\] go to gymnasium.make"):
+        GymEnv(gym.make("CartPole-v1"), max_episode_steps=5)
+
+
+def test_categorical_encoding_keeps_index_actions():
+    env = GymEnv("CartPole-v1", num_envs=2, categorical_action_encoding=True)
+    assert env.action_spec == Categorical(2, shape=(2,))
+    with Collector(env, None, frames_per_batch=8, total_frames=8) as collector:
+        (batch,) = list(collector)
+    assert batch["action"].shape == (2, 4) and Categorical(2).is_in(batch["action"])
