@@ -57,23 +57,131 @@ class EnvBase:
     """Base class of reap environments (see the module docstring for the protocol)."""
 
     action_key = "action"
+    reward_key = "reward"
+
+    def __new__(cls, *args, _batch_locked: bool = True, _inplace_update: bool = False, **kwargs):
+        # TorchRL's signature, so that a subclass's ``__new__`` may pass its arguments on
+        if not _batch_locked:
+            raise ValueError(f"{cls.__name__}: reap envs are batch-locked; _batch_locked=False is not supported")
+        return super().__new__(cls)
 
     def __init__(self, *, batch_size=(), device="cpu"):
-        self.batch_size = torch.Size(batch_size)
-        self.device = torch.device(device)
-        self.observation_spec = Composite(shape=self.batch_size)
-        self.action_spec: TensorSpec | None = None
-        self.reward_spec: TensorSpec = Unbounded(shape=(*self.batch_size, 1))
+        self.batch_size = torch.Size(() if batch_size is None else batch_size)
+        self.device = torch.device("cpu" if device is None else device)
+        self._observation_spec = Composite(shape=self.batch_size)
+        self._action_spec: TensorSpec | None = None
+        self._reward_spec: TensorSpec = Unbounded(shape=(*self.batch_size, 1))
+        self._done_spec = Composite(
+            {key: Binary(shape=(*self.batch_size, 1)) for key in FLAG_KEYS}, shape=self.batch_size
+        )
+        self._state_spec = Composite(shape=self.batch_size)
         self.is_closed = False
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(batch_size={self.batch_size}, device={self.device})"
+
     # ---- specs -----------------------------------------------------------------------------
-    reward_key = "reward"
+    # Set them as in TorchRL (``self.action_spec = Bounded(...)``, a leaf or a Composite, or
+    # ``self.action_spec_unbatched = ...``); the getters give the leaf of the single action and
+    # reward entries and Composites of the observations, done flags and state.
+    def _spec_in_batch(self, name: str, spec):
+        if "batch_size" not in self.__dict__:
+            raise RuntimeError(
+                f"{type(self).__name__}: call super().__init__(batch_size=..., device=...) before "
+                f"setting {name}"
+            )
+        if not isinstance(spec, TensorSpec | Composite):
+            hint = " (import specs from reap.data, not torchrl.data)" if "torchrl" in type(spec).__module__ else ""
+            raise TypeError(f"{name} must be a reap spec{hint}, got {type(spec).__name__}")
+        batch = self.batch_size
+        if spec.shape[: len(batch)] != batch:
+            raise ValueError(
+                f"{name}: the spec's shape {tuple(spec.shape)} must start with the env's batch_size "
+                f"{tuple(batch)}; set {name.removeprefix('full_')}_unbatched to give it without them"
+            )
+        return spec
+
+    def _single_entry(self, name: str, spec, key: str):
+        """The leaf of a Composite holding only ``key`` (reap envs have one action and one reward)."""
+        self._spec_in_batch(name, spec)
+        if not isinstance(spec, Composite):
+            return spec
+        if list(spec.keys()) != [key]:
+            raise ValueError(
+                f"{name}: reap envs have a single {key!r} entry, got a Composite of {list(spec.keys())}"
+            )
+        return self._spec_in_batch(name, spec[key])
+
+    @property
+    def observation_spec(self) -> Composite:
+        return self._observation_spec
+
+    @observation_spec.setter
+    def observation_spec(self, value) -> None:
+        if isinstance(value, TensorSpec):  # TorchRL's rule: a leaf is the "observation" entry
+            value = Composite(observation=value, shape=self.batch_size)
+        self._observation_spec = self._spec_in_batch("observation_spec", value)
+
+    @property
+    def action_spec(self) -> TensorSpec | None:
+        return self._action_spec
+
+    @action_spec.setter
+    def action_spec(self, value) -> None:
+        self._action_spec = self._single_entry("action_spec", value, self.action_key)
+
+    @property
+    def reward_spec(self) -> TensorSpec:
+        return self._reward_spec
+
+    @reward_spec.setter
+    def reward_spec(self, value) -> None:
+        value = self._single_entry("reward_spec", value, self.reward_key)
+        if not value.shape:
+            raise ValueError("reward_spec: the shape cannot be empty; give it a trailing dim of 1, "
+                             "e.g. Unbounded(shape=(1,))")
+        self._reward_spec = value
 
     @property
     def done_spec(self) -> Composite:
-        return Composite(
-            {key: Binary(shape=(*self.batch_size, 1)) for key in FLAG_KEYS}, shape=self.batch_size
-        )
+        return self._done_spec
+
+    @done_spec.setter
+    def done_spec(self, value) -> None:
+        """A leaf is the spec of every flag; a Composite needs ``"done"`` and may hold
+        ``"terminated"`` and ``"truncated"``, which are copies of ``"done"`` when missing (reap's
+        batches always carry the three flags)."""
+        self._spec_in_batch("done_spec", value)
+        flags = dict(value.items()) if isinstance(value, Composite) else {"done": value}
+        if "done" not in flags or not set(flags) <= set(FLAG_KEYS):
+            raise ValueError(f"done_spec: reap's done flags are {FLAG_KEYS} with 'done' among them, "
+                             f"got {sorted(flags)}")
+        shape = (*self.batch_size, 1)
+        for key, spec in flags.items():
+            if not isinstance(spec, TensorSpec) or spec.shape != shape or spec.dtype != torch.bool:
+                raise ValueError(f"done_spec: the {key!r} flag must be a torch.bool spec of shape {shape} "
+                                 f"(the env's batch_size and 1), got {spec!r}")
+        self._done_spec = Composite({k: flags.get(k, flags["done"]).clone() for k in FLAG_KEYS},
+                                    shape=self.batch_size)
+
+    @property
+    def state_spec(self) -> Composite:
+        """Inputs of ``_step`` other than the action: observations carried from step to step."""
+        return self._state_spec
+
+    @state_spec.setter
+    def state_spec(self, value) -> None:
+        if value is None:
+            value = Composite(shape=self.batch_size)
+        if not isinstance(value, Composite):
+            raise TypeError(f"state_spec must be a Composite, got {type(value).__name__}")
+        missing = [key for key in value.keys() if key not in self.observation_spec.keys()]
+        if missing:
+            raise ValueError(
+                f"state_spec: {missing} are not in observation_spec; reap carries an env's state from "
+                "step to step in its observations, so set observation_spec first, with these keys"
+            )
+        self._state_spec = self._spec_in_batch("state_spec", value)
 
     # TorchRL's views of the same specs: full_* are Composites keyed like the TensorDicts,
     # *_unbatched drop the env's batch dims (what a policy for one env sees).
@@ -81,24 +189,41 @@ class EnvBase:
     def full_action_spec(self) -> Composite:
         return Composite({self.action_key: self.action_spec}, shape=self.batch_size)
 
+    @full_action_spec.setter
+    def full_action_spec(self, value) -> None:
+        self.action_spec = value
+
     @property
     def full_observation_spec(self) -> Composite:
         return self.observation_spec
+
+    @full_observation_spec.setter
+    def full_observation_spec(self, value) -> None:
+        self.observation_spec = value
 
     @property
     def full_reward_spec(self) -> Composite:
         return Composite({self.reward_key: self.reward_spec}, shape=self.batch_size)
 
+    @full_reward_spec.setter
+    def full_reward_spec(self, value) -> None:
+        self.reward_spec = value
+
     @property
     def full_done_spec(self) -> Composite:
         return self.done_spec
 
+    @full_done_spec.setter
+    def full_done_spec(self, value) -> None:
+        self.done_spec = value
+
     @property
     def full_state_spec(self) -> Composite:
-        """Inputs other than the action (none: reap carries state through ``state_keys``)."""
-        return Composite(shape=self.batch_size)
+        return self.state_spec
 
-    state_spec = full_state_spec
+    @full_state_spec.setter
+    def full_state_spec(self, value) -> None:
+        self.state_spec = value
 
     @property
     def input_spec(self) -> Composite:
@@ -111,17 +236,30 @@ class EnvBase:
                          full_reward_spec=self.full_reward_spec, full_done_spec=self.full_done_spec,
                          shape=self.batch_size)
 
+    def _batched(self, spec):
+        return spec.expand(*self.batch_size, *spec.shape)
+
     @property
     def action_spec_unbatched(self) -> TensorSpec:
         return self.action_spec.unbatch(len(self.batch_size))
+
+    @action_spec_unbatched.setter
+    def action_spec_unbatched(self, value) -> None:
+        self.action_spec = self._batched(value)
 
     @property
     def full_action_spec_unbatched(self) -> Composite:
         return self.full_action_spec.unbatch(len(self.batch_size))
 
+    full_action_spec_unbatched = full_action_spec_unbatched.setter(action_spec_unbatched.fset)
+
     @property
     def observation_spec_unbatched(self) -> Composite:
         return self.observation_spec.unbatch(len(self.batch_size))
+
+    @observation_spec_unbatched.setter
+    def observation_spec_unbatched(self, value) -> None:
+        self.observation_spec = self._batched(value)
 
     full_observation_spec_unbatched = observation_spec_unbatched
 
@@ -129,9 +267,25 @@ class EnvBase:
     def reward_spec_unbatched(self) -> TensorSpec:
         return self.reward_spec.unbatch(len(self.batch_size))
 
+    @reward_spec_unbatched.setter
+    def reward_spec_unbatched(self, value) -> None:
+        self.reward_spec = self._batched(value)
+
+    @property
+    def full_reward_spec_unbatched(self) -> Composite:
+        return self.full_reward_spec.unbatch(len(self.batch_size))
+
+    full_reward_spec_unbatched = full_reward_spec_unbatched.setter(reward_spec_unbatched.fset)
+
     @property
     def done_spec_unbatched(self) -> Composite:
         return self.done_spec.unbatch(len(self.batch_size))
+
+    @done_spec_unbatched.setter
+    def done_spec_unbatched(self, value) -> None:
+        self.done_spec = self._batched(value)
+
+    full_done_spec_unbatched = done_spec_unbatched
 
     @property
     def action_keys(self) -> list:
@@ -185,13 +339,13 @@ class EnvBase:
             td["_reset"] = torch.as_tensor(mask).reshape(*self.batch_size, 1)
         out = self._reset(td)
         for key in self.observation_spec.keys():
-            _write(root[key][t], out[key], mask)
+            _write(root[key], t, out[key], mask)
 
     def _step_into(self, action, t: int, root: dict, nxt: dict) -> None:
         """Step every env with ``action`` and write ``nxt[key][t]``."""
         td = TensorDict(batch_size=self.batch_size)
         for key in self.observation_spec.keys():
-            td[key] = torch.from_numpy(root[key][t])
+            td[key] = torch.as_tensor(root[key][t])  # a NumPy scalar for a scalar entry
         td[self.action_key] = torch.as_tensor(action)
         out = self._step(td)
         for key in self.observation_spec.keys():
@@ -297,6 +451,9 @@ class EnvBase:
             elif key in passthrough:
                 nxt[key][0] = root[key][0]
         action = tensordict[self.action_key]
+        if action.shape != self.action_spec.shape:  # NumPy would broadcast it, e.g. an index into a one-hot
+            raise ValueError(f"step: the action has shape {tuple(action.shape)} but action_spec is "
+                             f"{self.action_spec!r}")
         root[self.action_key][0] = action.numpy(force=True)
         partial = tensordict.get("_step", None)
         mask = None if partial is None else partial.reshape(self.batch_size).numpy(force=True)
@@ -532,9 +689,10 @@ def _zeros(specs: dict[str, TensorSpec], steps: int, batch) -> TensorDict:
     return TensorDict(data, batch_size=(steps, *batch))
 
 
-def _write(dest: np.ndarray, value, mask: np.ndarray | None) -> None:
+def _write(array: np.ndarray, t: int, value, mask: np.ndarray | None) -> None:
+    """``array[t] = value`` in the rows of ``mask`` (all when None)."""
     value = value.numpy(force=True) if isinstance(value, torch.Tensor) else value
-    if mask is None or dest.ndim == 0 or mask.ndim == 0:
-        dest[...] = value
+    if mask is None or array.ndim == 1 or mask.ndim == 0:
+        array[t] = value
     else:
-        dest[mask] = value[mask]
+        array[t][mask] = value[mask]

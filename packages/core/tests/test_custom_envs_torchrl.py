@@ -1,0 +1,154 @@
+"""Custom envs written the TorchRL way: spec setters, ``__new__``, ``repr``, run by reap's Collector."""
+
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
+
+import reap
+import reap.specs
+from reap import EnvBase
+from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, Unbounded
+
+
+def make_pendulum_class(base, specs):
+    """TorchRL's pendulum tutorial env (flat keys, a private generator), on ``base`` with ``specs``."""
+
+    class Pendulum(base):
+        def __new__(cls, *args, **kwargs):
+            return super().__new__(cls, *args, **kwargs)
+
+        def __init__(self, seed=0, device="cpu"):
+            super().__init__(device=device, batch_size=[])
+            self.observation_spec = specs.Composite(
+                th=specs.Bounded(low=-math.pi, high=math.pi, shape=(), dtype=torch.float32),
+                thdot=specs.Bounded(low=-8.0, high=8.0, shape=(), dtype=torch.float32), shape=())
+            self.state_spec = self.observation_spec.clone()
+            self.action_spec = specs.Bounded(low=-2.0, high=2.0, shape=(1,), dtype=torch.float32)
+            self.reward_spec = specs.Unbounded(shape=(1,))
+            self.done_spec = specs.Binary(1, dtype=torch.bool)
+            self.set_seed(seed)
+
+        def _reset(self, tensordict):
+            th = torch.rand((), generator=self.rng) * 2 * math.pi - math.pi
+            thdot = torch.rand((), generator=self.rng) * 2 - 1
+            return TensorDict({"th": th, "thdot": thdot}, batch_size=[])
+
+        def _step(self, tensordict):
+            th, thdot = tensordict["th"], tensordict["thdot"]
+            u = tensordict["action"].squeeze(-1).clamp(-2.0, 2.0)
+            costs = ((th + math.pi) % (2 * math.pi) - math.pi) ** 2 + 0.1 * thdot**2 + 0.001 * u**2
+            new_thdot = (thdot + (15.0 * th.sin() + 3.0 * u) * 0.05).clamp(-8.0, 8.0)
+            reward = -costs.view(1)
+            return TensorDict({"th": th + new_thdot * 0.05, "thdot": new_thdot, "reward": reward,
+                               "done": torch.zeros_like(reward, dtype=torch.bool)}, batch_size=tensordict.shape)
+
+        def _set_seed(self, seed):
+            self.rng = torch.Generator().manual_seed(seed)
+
+    return Pendulum
+
+
+class PD(torch.nn.Module):
+    def forward(self, th, thdot):
+        return (-2.0 * th - 0.5 * thdot).clamp(-2.0, 2.0).unsqueeze(-1)
+
+
+def test_tutorial_env_through_the_collector_matches_torchrl():
+    policy = TensorDictModule(PD(), in_keys=["th", "thdot"], out_keys=["action"])
+    env = make_pendulum_class(EnvBase, reap.specs)(seed=3)
+    assert repr(env) == "Pendulum(batch_size=torch.Size([]), device=cpu)"
+    assert sorted(env.state_spec.keys()) == ["th", "thdot"] and env.full_state_spec is env.state_spec
+    assert env.done_spec == Composite({k: Binary(1) for k in ("done", "terminated", "truncated")})
+    with reap.Collector(env, policy, frames_per_batch=50, total_frames=50, max_frames_per_traj=20) as c:
+        (ours,) = list(c)
+    assert ours["next", "truncated"].flatten().nonzero().flatten().tolist() == [19, 39]
+
+    torchrl_envs = pytest.importorskip("torchrl.envs")
+    torchrl_collectors = pytest.importorskip("torchrl.collectors")
+    torchrl_data = pytest.importorskip("torchrl.data")
+    theirs_env = make_pendulum_class(torchrl_envs.EnvBase, torchrl_data)(seed=3)
+    collector = torchrl_collectors.Collector(theirs_env, policy, frames_per_batch=50, total_frames=50,
+                                             max_frames_per_traj=20, auto_register_policy_transforms=False)
+    theirs = next(iter(collector))
+    collector.shutdown()
+    assert set(ours.keys(True, True)) == set(theirs.keys(True, True))
+    for key in theirs.keys(True, True):
+        x, y = ours.get(key), theirs.get(key)
+        assert (x.shape, x.dtype) == (y.shape, y.dtype) and torch.equal(x, y), key
+
+
+class Bare(EnvBase):
+    def __init__(self, batch_size=()):
+        super().__init__(batch_size=batch_size)
+
+
+def test_setters_follow_torchrl_rules():
+    env = Bare(batch_size=(2,))
+    env.observation_spec = Unbounded(shape=(2, 3))  # a leaf is the "observation" entry
+    assert list(env.observation_spec.keys()) == ["observation"] and env.observation_spec.shape == (2,)
+    env.full_action_spec = Composite(action=OneHot(4, shape=(2, 4)), shape=(2,))
+    assert env.action_spec == OneHot(4, shape=(2, 4))
+    env.action_spec_unbatched = Categorical(3)
+    assert env.action_spec == Categorical(3, shape=(2,))
+    env.reward_spec_unbatched = Unbounded(shape=(1,))
+    assert env.reward_spec.shape == (2, 1)
+    env.full_reward_spec = Composite(reward=Unbounded(shape=(2, 1), dtype=torch.float64), shape=(2,))
+    assert env.reward_spec.dtype == torch.float64
+    # a single done spec stands for every flag; a Composite's missing flags copy "done"
+    env.done_spec = Categorical(2, shape=(2, 1), dtype=torch.bool)
+    assert list(env.done_spec.keys()) == ["done", "terminated", "truncated"]
+    assert all(spec == Categorical(2, shape=(2, 1), dtype=torch.bool) for spec in env.done_spec.values())
+    env.full_done_spec = Composite(done=Binary(shape=(2, 1)), terminated=Binary(shape=(2, 1)), shape=(2,))
+    assert env.done_keys == ["done", "terminated", "truncated"]
+    env.full_state_spec = Composite(observation=Unbounded(shape=(2, 3)), shape=(2,))
+    assert list(env.input_spec["full_state_spec"].keys()) == ["observation"]
+    env.state_spec = None
+    assert env.state_spec.is_empty()
+
+
+@pytest.mark.parametrize("name,value,error,match", [
+    ("action_spec", Bounded(-1.0, 1.0, shape=(1,)), ValueError,
+     r"action_spec: the spec's shape \(1,\) must start with the env's batch_size \(2,\); set "
+     r"action_spec_unbatched to give it without them"),
+    ("full_action_spec", Composite(action=Unbounded(shape=(2, 1)), other=Unbounded(shape=(2, 1)), shape=(2,)),
+     ValueError, r"action_spec: reap envs have a single 'action' entry, got a Composite of \['action', 'other'\]"),
+    ("reward_spec", Unbounded(shape=()), ValueError, r"reward_spec: the spec's shape \(\) must start with"),
+    ("done_spec", Composite(terminated=Binary(shape=(2, 1)), shape=(2,)), ValueError,
+     r"done_spec: reap's done flags are \('done', 'terminated', 'truncated'\) with 'done' among them, "
+     r"got \['terminated'\]"),
+    ("done_spec", Binary(shape=(2, 1), dtype=torch.int8), ValueError,
+     r"done_spec: the 'done' flag must be a torch.bool spec of shape \(2, 1\)"),
+    ("state_spec", Unbounded(shape=(2, 1)), TypeError, "state_spec must be a Composite, got Unbounded"),
+    ("state_spec", Composite(hidden=Unbounded(shape=(2, 1)), shape=(2,)), ValueError,
+     r"state_spec: \['hidden'\] are not in observation_spec; reap carries an env's state from step to "
+     "step in its observations"),
+    ("observation_spec", {"observation": 1}, TypeError, "observation_spec must be a reap spec, got dict"),
+])
+def test_setters_refuse_what_reap_cannot_run(name, value, error, match):
+    env = Bare(batch_size=(2,))
+    with pytest.raises(error, match=match):
+        setattr(env, name, value)
+
+
+def test_unbatched_reward_without_dims_and_torchrl_specs_are_refused():
+    with pytest.raises(ValueError, match=r"reward_spec: the shape cannot be empty; give it a trailing dim of 1"):
+        Bare().reward_spec = Unbounded(shape=())
+    torchrl_data = pytest.importorskip("torchrl.data")
+    with pytest.raises(TypeError, match=r"must be a reap spec \(import specs from reap.data, not torchrl.data\)"):
+        Bare().action_spec = torchrl_data.Bounded(-1.0, 1.0, shape=(1,))
+
+
+def test_specs_set_before_super_init_and_unlocked_batches_are_refused():
+    class Early(EnvBase):
+        def __init__(self):
+            self.action_spec = Bounded(-1.0, 1.0, shape=(1,))
+            super().__init__()
+
+    with pytest.raises(RuntimeError, match=r"Early: call super\(\).__init__\(batch_size=..., device=...\) before "
+                                           "setting action_spec"):
+        Early()
+    with pytest.raises(ValueError, match="Bare: reap envs are batch-locked; _batch_locked=False"):
+        Bare.__new__(Bare, _batch_locked=False)
