@@ -142,7 +142,7 @@ def test_native_frameskip_goes_to_the_env_as_torchrl_passes_it():
 def test_from_pixels_in_a_vector_env_and_the_accepted_torchrl_keywords():
     env = GymEnv("ReapTest/Pixels-v0", num_envs=2, from_pixels=True, pixels_only=False, batch_size=(2,),
                  device="cpu", allow_done_after_reset=True, convert_actions_to_numpy=True, num_workers=1,
-                 backend="gymnasium")
+                 backend="gymnasium", spec_locked=False, compile=False, auto_reset=False)
     assert list(env.observation_spec.keys()) == ["pixels", "observation"]
     env.set_seed(0)
     td = env.rollout(6, break_when_any_done=False)
@@ -163,6 +163,11 @@ def test_from_pixels_in_a_vector_env_and_the_accepted_torchrl_keywords():
     ({"convert_actions_to_numpy": False}, ValueError, r"convert_actions_to_numpy=False is not supported"),
     ({"native_autoreset": True}, ValueError, r"native_autoreset=True is not supported"),
     ({"batch_size": (3,)}, ValueError, r"batch_size=\(3,\) differs from the env's batch \(\); num_envs sets"),
+    ({"auto_reset": True}, ValueError, r"auto_reset=True is not supported \(reap's rollout\(\) and collectors reset"),
+    ({"compile": True}, ValueError, r"compile=True is not supported \(gymnasium steps outside torch; compile the "
+                                    r"policy \(compile_with_warmup\)\); leave compile out"),
+    ({"policy": torch.nn.Linear(4, 2)}, ValueError, r"policy=Linear.* is not supported \(append the transforms"),
+    ({"run_type_checks": True}, ValueError, r"run_type_checks=True is not supported \(check the env once with"),
 ])
 def test_keywords_reap_cannot_honour_are_refused_with_the_fix(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -47,13 +47,18 @@ _TORCH_DTYPES = {
     np.dtype("bool"): torch.bool,
 }
 
-#: TorchRL's GymEnv keywords taken at their default value only: the default, and what to do instead.
-_DEFAULT_ONLY = {
-    "convert_actions_to_numpy": (True, "gymnasium envs take NumPy actions, which reap gives them"),
-    "num_workers": (1, "run workers with reap_mp.ParallelEnv(num_workers, functools.partial(GymEnv, "
-                       "env_name, ...)), or use num_envs for a vector env in this process"),
-    "native_autoreset": (False, "reap resets finished sub-envs itself"),
-    "missing_obs_value": (None, "reap resets finished sub-envs itself, so no observation is missing"),
+#: TorchRL's GymEnv (and EnvBase) keywords reap takes at these values only, and what to do instead.
+_TORCHRL_ONLY = {
+    "convert_actions_to_numpy": ((True,), "gymnasium envs take NumPy actions, which reap gives them"),
+    "num_workers": ((1,), "run workers with reap_mp.ParallelEnv(num_workers, functools.partial(GymEnv, "
+                          "env_name, ...)), or use num_envs for a vector env in this process"),
+    "native_autoreset": ((False,), "reap resets finished sub-envs itself"),
+    "missing_obs_value": ((None,), "reap resets finished sub-envs itself, so no observation is missing"),
+    "auto_reset": ((False,), "reap's rollout() and collectors reset done envs themselves"),
+    "run_type_checks": ((False,), "check the env once with reap.envs.utils.check_env_specs(env)"),
+    "compile": ((None, False), "gymnasium steps outside torch; compile the policy (compile_with_warmup)"),
+    "policy": ((None,), "append the transforms the policy needs (InitTracker, its TensorDictPrimer)"),
+    "spec_locked": ((True, False), ""),  # reap's specs are never locked: either value holds
 }
 
 
@@ -109,6 +114,9 @@ class GymEnv(EnvBase):
         device: ``"cpu"`` only (gymnasium steps on the CPU).
         batch_size: None, or the batch the env has anyway (``()``, or ``(num_envs,)``).
         allow_done_after_reset: taken for TorchRL's signature; gymnasium resets are never done.
+            So is ``spec_locked`` (reap's specs are never locked); TorchRL's other keywords
+            are refused where reap cannot honour them, with what to do instead
+            (``num_workers > 1``, ``convert_actions_to_numpy=False``, ``auto_reset=True``, ...).
         **kwargs: passed to ``gymnasium.make`` / ``gymnasium.make_vec`` (``disable_env_checker``
             defaults to True, as in TorchRL).
     """
@@ -129,11 +137,10 @@ class GymEnv(EnvBase):
         if backend not in (None, "gymnasium"):
             raise ValueError(f"GymEnv: backend={backend!r} is not supported; reap wraps gymnasium "
                              "(leave backend out)")
-        for key, (default, instead) in _DEFAULT_ONLY.items():
-            if kwargs.get(key, default) != default:
-                raise ValueError(f"GymEnv: {key}={kwargs[key]!r} is not supported ({instead}); "
-                                 f"leave {key} at {default!r}")
-            kwargs.pop(key, None)
+        for key, (accepted, instead) in _TORCHRL_ONLY.items():
+            value = kwargs.pop(key, accepted[0])
+            if not any(value is a or (type(value) is type(a) and value == a) for a in accepted):
+                raise ValueError(f"GymEnv: {key}={value!r} is not supported ({instead}); leave {key} out")
         self.env_name = env_name
         self.from_pixels, self.frame_skip = from_pixels, frame_skip
         self.allow_done_after_reset = allow_done_after_reset
