@@ -152,3 +152,12 @@ def test_specs_set_before_super_init_and_unlocked_batches_are_refused():
         Early()
     with pytest.raises(ValueError, match="Bare: reap envs are batch-locked; _batch_locked=False"):
         Bare.__new__(Bare, _batch_locked=False)
+
+    class Checked(EnvBase):
+        def __init__(self, **kwargs):
+            super().__init__(batch_size=[], device=None, allow_done_after_reset=True, spec_locked=False, **kwargs)
+
+    assert Checked().allow_done_after_reset and Checked().device == torch.device("cpu")
+    with pytest.raises(ValueError, match=r"Checked: run_type_checks=True is not supported; check the env once with "
+                                         r"reap.envs.utils.check_env_specs\(env\)"):
+        Checked(run_type_checks=True)

@@ -65,7 +65,13 @@ class EnvBase:
             raise ValueError(f"{cls.__name__}: reap envs are batch-locked; _batch_locked=False is not supported")
         return super().__new__(cls)
 
-    def __init__(self, *, batch_size=(), device="cpu"):
+    def __init__(self, *, batch_size=(), device="cpu", allow_done_after_reset: bool = False,
+                 spec_locked: bool = True, run_type_checks: bool = False):
+        # TorchRL's keywords: reap's specs are never locked, and its resets never report done
+        if run_type_checks:
+            raise ValueError(f"{type(self).__name__}: run_type_checks=True is not supported; check the env "
+                             "once with reap.envs.utils.check_env_specs(env)")
+        self.allow_done_after_reset = allow_done_after_reset
         self.batch_size = torch.Size(() if batch_size is None else batch_size)
         self.device = torch.device("cpu" if device is None else device)
         self._observation_spec = Composite(shape=self.batch_size)

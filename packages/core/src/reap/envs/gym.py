@@ -143,14 +143,13 @@ class GymEnv(EnvBase):
                 raise ValueError(f"GymEnv: {key}={value!r} is not supported ({instead}); leave {key} out")
         self.env_name = env_name
         self.from_pixels, self.frame_skip = from_pixels, frame_skip
-        self.allow_done_after_reset = allow_done_after_reset
         self._env, self._skip = self._make(env_name, num_envs, from_pixels, pixels_only, frame_skip, kwargs)
         self._vector = isinstance(self._env, gym.vector.VectorEnv)
         batch = (self._env.num_envs,) if self._vector else ()
         if batch_size is not None and tuple(batch_size) not in ((), batch):
             raise ValueError(f"GymEnv: batch_size={tuple(batch_size)} differs from the env's batch {batch}; "
                              "num_envs sets the batch (leave batch_size out)")
-        super().__init__(batch_size=batch, device=device)
+        super().__init__(batch_size=batch, device=device, allow_done_after_reset=allow_done_after_reset)
         if self._vector:
             obs_space = self._env.single_observation_space
             act_space = self._env.single_action_space
