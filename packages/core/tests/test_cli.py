@@ -1,3 +1,4 @@
+import importlib.util
 import json
 import os
 import pickle
@@ -172,25 +173,157 @@ def test_weights_that_would_execute_code_are_refused(tmp_path, policy_module, ca
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--env", "NoSuchEnv-v0", "--frames", "10"], "--env 'NoSuchEnv-v0' is not a registered"),
-    (["--env", "CartPole-v1", "--frames", "0"], "--frames must be at least 1"),
+    (["--env", "NoSuchEnv-v0", "--frames", "10"], "--env 'NoSuchEnv-v0' is not a registered gymnasium id; python -c "
+     "'import gymnasium; gymnasium.pprint_registry()' lists them"),
+    (["--env", "CartPol-v1", "--frames", "10"], "--env 'CartPol-v1' is not a registered gymnasium id; did you mean "
+     "CartPole-v1, CartPole-v0"),
+    (["--env", "CartPole-v1", "--frames", "0"], "--frames must be an integer from 1 to 2**63 - 1, got 0"),
+    (["--env", "CartPole-v1", "--frames", "1" + "0" * 30, "--out", "never-made"],
+     f"--frames must be an integer from 1 to 2**63 - 1, got 1{'0' * 30}"),
+    (["--env", "CartPole-v1", "--frames", "1.5"], "argument --frames: must be a whole number, got '1.5'"),
+    (["--env", "CartPole-v1", "--frames", "ten"], "argument --frames: must be a whole number, got 'ten'"),
+    (["--env", "CartPole-v1", "--frames", "10", "--workers", "2000", "--backend", "mp"],
+     "--workers must be an integer from 1 to 1024, got 2000"),
+    (["--env", "CartPole-v1", "--frames", "10", "--num-envs", "100000"],
+     "--num-envs must be an integer from 1 to 65536, got 100000"),
+    (["--env", "CartPole-v1", "--frames", "10", "--frames-per-batch", "-3"],
+     "--frames-per-batch must be an integer from 1 to 2**63 - 1, got -3"),
+    (["--env", "CartPole-v1", "--frames", "10", "--frames-per-batch", str(10**15)],
+     f"--frames-per-batch {10**15} ({10**15} frames a batch with --num-envs 1, --workers 1) needs about "),
+    (["--env", "CartPole-v1", "--frames", "10", "--seed", "1e100"],
+     f"--seed must be an integer from 0 to 2**63 - 1, got {int(1e100)}"),
+    (["--env", "CartPole-v1"], "the following arguments are required: --frames"),
     (["--env", "CartPole-v1", "--frames", "10", "--workers", "2"], "--workers > 1 needs a multi-process backend"),
     (["--env", "CartPole-v1", "--frames", "10", "--weights", "w.pt"], "--weights needs --policy"),
-    (["--env", "CartPole-v1", "--frames", "10", "--policy", "nocolon"], "--policy must look like MODULE:FACTORY"),
-    (["--env", "CartPole-v1", "--frames", "10", "--policy", "no_such_mod:f"], "cannot be imported"),
+    (["--env", "CartPole-v1", "--frames", "10", "--policy", "nocolon"],
+     "--policy must look like MODULE:FACTORY or path/to/file.py:FACTORY, got 'nocolon'"),
+    (["--env", "CartPole-v1", "--frames", "10", "--policy", "no_such_mod:f"],
+     "--policy 'no_such_mod:f' cannot be imported: ModuleNotFoundError: No module named 'no_such_mod'; give an "
+     "importable module (a MODULE.py in the current directory, an installed package, or a path/to/file.py)"),
     (["--env", "CartPole-v1", "--frames", "10", "--backend", "nosuch", "--workers", "2"],
      "--backend 'nosuch': no collector backend named 'nosuch' is installed; install the plugin that provides it"),
     (["--env", "CartPole-v1", "--frames", "10", "--max-frames-per-traj", "0"],
-     "--max-frames-per-traj must be at least 1, got 0"),
+     "--max-frames-per-traj must be an integer from 1 to 2**63 - 1, got 0"),
     (["--env", "CartPole-v1", "--frames", "10", "--seed", "-1"], "--seed must be an integer from 0 to 2**63 - 1, got -1"),
     (["--env", "CartPole-v1", "--frames", "10", "--seed", str(2**63)],
      f"--seed must be an integer from 0 to 2**63 - 1, got {2**63}"),
 ])
-def test_collect_bad_arguments(argv, message, capsys):
+def test_collect_bad_arguments(argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # --policy may put the current directory on it
     with pytest.raises(SystemExit) as exc:
         main(["collect", *argv, "--no-progress"])
     assert exc.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"reap: error: {message}" in err
+    assert "Traceback" not in err and not any(tmp_path.iterdir())  # nothing was written
+
+
+def test_out_larger_than_the_disk_is_refused_before_collecting(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", "CartPole-v1", "--frames", str(10**17), "--out", str(tmp_path / "run")])
+    assert exc.value.code == 2
+    # 66 bytes a CartPole frame (observations, one-hot action, flags, rewards) and its 8-byte trajectory id
+    assert re.search(rf"reap: error: --frames {10**17} with --out needs about [\d,.]+ GiB of disk at \d+ bytes a "
+                     rf"frame of CartPole-v1, more than the [\d,.]+ GiB free in {re.escape(str(tmp_path))}; collect "
+                     "fewer frames or choose a disk with room", capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("env_id,module,message", [
+    ("ALE/Pong-v5", "ale_py", "--env 'ALE/Pong-v5': the ALE envs come with ale-py, which is not installed; install it "
+                              "(uv pip install ale-py)"),
+    ("HalfCheetah-v5", "mujoco", "--env 'HalfCheetah-v5' needs a package that is not installed: MuJoCo is not "
+                                 "installed, run `pip install \"gymnasium[mujoco]\"`"),
+])
+def test_env_whose_package_is_missing_names_it(env_id, module, message, capsys):
+    if importlib.util.find_spec(module):
+        pytest.skip(f"{module} is installed here")
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", env_id, "--frames", "10"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"reap: error: {message}\n"
+
+
+def test_version_help_and_plugins(capsys):
+    from reap import __version__
+    from reap.plugins import collector_backends
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"reap {__version__}\n"
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    backends = text[text.index("backends (--backend; installed plugins add theirs):"):].splitlines()[1:]
+    assert [line.split()[0] for line in backends] == sorted(collector_backends(), key=lambda n: (n != "local", n))
+    assert "threads" in collector_backends()  # the reap-threads plugin's backend is listed with the built-in ones
+    for name, entry in collector_backends().items():
+        assert f"  {name:<12} {entry.summary}" in backends
+    for default in ("(default: local)", "(default: 1000)", "(default: 1)", "(default: random actions)"):
+        assert default in " ".join(text.split())
+    main(["plugins"])
+    listing = capsys.readouterr().out
+    assert max(len(line) for line in listing.splitlines()) <= 100
+    assert "ray: reap-collectors-ray " in listing and "    collector backends: ray\n" in listing
+    assert "RayCollector," in listing and "    weight-sync schemes: shared_mem, pipe\n" in listing
+
+
+POLICY_FILE = '''
+import torch
+from tensordict.nn import TensorDictModule
+
+NOT_CALLABLE = 3
+
+
+def make(env):
+    return TensorDictModule(torch.nn.Linear(3, 1, bias=False), in_keys=["observation"], out_keys=["action"])
+
+
+def raising():
+    raise ValueError("no GPU here")
+
+
+def wrong_keys():
+    return TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["act"])
+
+
+def returns_a_dict():
+    return lambda observation: {"act": observation}
+'''
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("sub/file_policies.py:NOT_CALLABLE", "--policy 'sub/file_policies.py:NOT_CALLABLE': NOT_CALLABLE is a int, not a "
+                                          "factory; name a function (or class) that returns the policy"),
+    ("sub/file_policies.py:raising", "--policy 'sub/file_policies.py:raising': the factory raised ValueError: no GPU "
+                                     "here (at {dir}/sub/file_policies.py:13); fix the factory"),
+    ("sub/missing.py:make", "--policy 'sub/missing.py:make': there is no file sub/missing.py (looked in {dir}/sub)"),
+    ("sub/file_policies.py:nothing", "--policy 'sub/file_policies.py:nothing': sub/file_policies.py defines no "
+                                     "'nothing'; name a factory defined in it"),
+    ("sub/file_policies.py:wrong_keys", "--policy 'sub/file_policies.py:wrong_keys' does not fit --env Pendulum-v1: "
+                                        "policy does not write the action key 'action' (it writes ['act']); set its "
+                                        "out_keys to include 'action'"),
+    ("sub/file_policies.py:returns_a_dict", "--policy 'sub/file_policies.py:returns_a_dict' does not fit --env "
+                                            "Pendulum-v1: its action is a dict, not a tensor; return the action, or "
+                                            "write it under 'action' (a TensorDictModule)"),
+    ("sub/broken_policies.py:make", "--policy 'sub/broken_policies.py:make' cannot be imported: NameError: name "
+                                    "'undefined_name' is not defined; give an importable module"),
+])
+def test_policy_factory_errors_are_one_line(spec, message, tmp_path, monkeypatch, capsys):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "file_policies.py").write_text(POLICY_FILE)
+    (tmp_path / "sub" / "broken_policies.py").write_text("undefined_name\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the file's folder goes on it
+    for name in ("file_policies", "broken_policies"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--env", "Pendulum-v1", "--frames", "10", "--policy", spec, "--no-progress"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("reap: error: " + message.format(dir=tmp_path)) and err.count("\n") == 1  # one line
 
 
 def test_out_dir_must_be_new(tmp_path, capsys):
@@ -321,6 +454,18 @@ def test_signal_before_collecting_writes_nothing(tmp_path, policy_module, capsys
 
 
 @pytest.mark.slow
+def test_policy_file_given_by_its_path_reaches_the_workers(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "file_policies.py").write_text(POLICY_FILE)
+    run = subprocess.run([REAP, "collect", "--env", "Pendulum-v1", "--frames", "20", "--frames-per-batch", "10",
+                          "--backend", "mp", "--workers", "2", "--policy", "sub/file_policies.py:make",
+                          "--out", "run", "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("collected 20 frames in ")
+    assert load_run(tmp_path / "run").batch_size == (20,)
+
+
+@pytest.mark.slow
 def test_policy_module_in_the_current_directory_is_found(tmp_path):
     (tmp_path / "my_cwd_policies.py").write_text(POLICY_MODULE)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -336,19 +481,23 @@ FRAMES = 640_000  # a whole number of 64-frame batches, far more than a run gets
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum,backend,to_group", [
-    (signal.SIGINT, "local", False),
-    (signal.SIGINT, "mp", True),  # Ctrl-C in a terminal: the workers get it too
-    (signal.SIGTERM, "mp", False),  # kill PID: reap collect must stop its workers itself
-], ids=["SIGINT-local", "SIGINT-group-mp", "SIGTERM-mp"])
+    (signal.SIGINT, "mp", True),  # Ctrl-C in a terminal: the workers get it too (one process: in-process tests)
+    # kill PID: reap collect must stop its workers itself, whatever runs them
+    *[(signal.SIGTERM, backend, False) for backend in ("local", "mp", "threads", "ray", "rpc", "distributed")],
+], ids=lambda v: v.name if isinstance(v, signal.Signals) else ("group" if v is True else None))
 def test_signal_mid_run_saves_the_frames_so_far(tmp_path, signum, backend, to_group):
+    from reap.plugins import collector_backends
+
+    if backend not in collector_backends():
+        pytest.skip(f"backend {backend!r} is not installed")
     out = tmp_path / "run"
-    workers = ["--backend", "mp", "--workers", "2"] if backend == "mp" else []
+    workers = [] if backend == "local" else ["--backend", backend, "--workers", "2"]
     proc = subprocess.Popen([REAP, "collect", "--env", "CartPole-v1", "--frames", str(FRAMES), "--num-envs", "2",
                              "--frames-per-batch", "64", *workers, "--out", str(out), "--seed", "3"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while not (out / "storage" / "layout.json").exists():  # the first batch is being written
+        while not (out / "storage" / "layout.json").exists():  # the first batch is being written (Ray: after it starts)
             assert proc.poll() is None, proc.communicate()[1]
             assert time.monotonic() < deadline, "no batch within 240 s"
             time.sleep(0.05)

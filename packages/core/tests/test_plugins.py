@@ -147,24 +147,24 @@ def reap_plugins_run(tmp_path_factory) -> subprocess.CompletedProcess:
 
 def test_reap_entry_point_runs(reap_plugins_run):
     assert reap_plugins_run.returncode == 0, reap_plugins_run.stderr
-    assert "local      reap-core" in reap_plugins_run.stdout and "backend 'local'" in reap_plugins_run.stdout
+    assert "local: reap-core " in reap_plugins_run.stdout and "    collector backends: local\n" in reap_plugins_run.stdout
 
 
 def test_third_party_plugin_registers_a_backend(reap_plugins_run):
-    assert "demo       reap-demo-plugin 1.2.3: backend 'demo'" in reap_plugins_run.stdout
+    assert "demo: reap-demo-plugin 1.2.3\n    collector backends: demo\n" in reap_plugins_run.stdout
 
 
 def test_broken_plugin_is_reported_not_fatal(reap_plugins_run):
     out = reap_plugins_run
     assert out.returncode == 0, out.stderr
-    assert "broken     reap-broken-plugin 1.2.3: FAILED: ImportError: missing dependency foo" in out.stdout
+    assert "broken: reap-broken-plugin 1.2.3\n    FAILED: ImportError: missing dependency foo\n" in out.stdout
     assert "reinstall" in out.stderr.lower() and "reap-broken-plugin" in out.stderr
 
 
 def test_plugins_can_be_disabled_by_name(reap_plugins_run):
     out = reap_plugins_run
     assert "skipped" not in out.stdout and "never loaded" not in out.stdout + out.stderr
-    assert "demo       reap-demo-plugin" in out.stdout  # only the one named is skipped
+    assert "demo: reap-demo-plugin" in out.stdout  # only the one named is skipped
 
 
 def test_reimporting_reap_keeps_the_registry():

@@ -225,8 +225,10 @@ def test_bad_arguments_name_the_argument():
 
 def test_reap_plugins_lists_it(capsys):
     reap_main(["plugins"])
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("threads"))
-    assert "reap-threads" in line and "backend 'threads'" in line and "weight sync 'threads'" in line
+    out = capsys.readouterr().out
+    assert "threads: reap-threads " in out
+    block = out[out.index("threads: reap-threads "):].split("\n")[1:3]
+    assert block == ["    collector backends: threads", "    weight-sync schemes: threads"]
 
 
 def test_reap_collect_runs_on_the_threads_backend(tmp_path, capsys):

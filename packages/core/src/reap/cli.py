@@ -10,38 +10,99 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import importlib
+import importlib.util
 import inspect
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import NoReturn
 
 import torch
 
+#: The largest count an option takes: frames and envs are counted in int64 tensors.
+INT64_MAX = 2**63 - 1
+#: Upper bounds of the options that start processes, actors or envs (one machine's worth).
+MAX_WORKERS, MAX_NUM_ENVS = 1024, 65536
+#: Env namespaces that a package registers on import: (distribution to install, module to import).
+ENV_PACKAGES = {"ALE": ("ale-py", "ale_py")}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as ``reap: error: ...`` (exit code 2), as reap's own checks report."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        fail(message)
+
+
+def _whole(text: str) -> int:
+    """argparse type of the counts: an integer, also written ``2e4`` or ``20_000``."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}")
+    return int(value)
+
+
+def _backends_help() -> str:
+    """The installed collector backends, one a line: the registry's, so a plugin's shows too."""
+    from reap.plugins import collector_backends
+
+    backends = collector_backends()
+    names = sorted(backends, key=lambda name: (name != "local", name))
+    return "backends (--backend; installed plugins add theirs):\n" + "\n".join(
+        f"  {name:<12} {backends[name].summary}" for name in names)
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="reap", description="Collect reinforcement-learning experience.")
+    from reap import __version__
+
+    parser = _Parser(prog="reap", description="Collect reinforcement-learning experience.")
+    parser.add_argument("--version", action="version", version=f"reap {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    collect = sub.add_parser("collect", help="run envs under a policy and write the transitions")
+    collect = sub.add_parser("collect", help="run envs under a policy and write the transitions",
+                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_backends_help())
+    count = {"type": _whole, "metavar": "N"}
     collect.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1")
-    collect.add_argument("--frames", type=int, required=True, help="frames to collect (rounded up to a batch)")
-    collect.add_argument("--backend", default="local", help="local (default), mp, ray, or a plugin's backend")
-    collect.add_argument("--workers", type=int, default=1, help="worker processes (backends other than local)")
-    collect.add_argument("--num-envs", type=int, default=1, help="envs batched in each worker")
-    collect.add_argument("--frames-per-batch", type=int, default=1000)
-    collect.add_argument("--max-frames-per-traj", type=int, default=None)
-    collect.add_argument("--policy", default=None, help="MODULE:FACTORY building the policy (default: random)")
-    collect.add_argument("--weights", default=None, help="weights for the policy: .safetensors or a torch state dict")
-    collect.add_argument("--seed", type=int, default=None)
-    collect.add_argument("--out", default=None,
-                         help="new directory for the data: a memory-mapped replay-buffer checkpoint")
+    collect.add_argument("--frames", required=True, help="frames to collect (rounded up to whole batches)", **count)
+    collect.add_argument("--backend", default="local", help="where the envs run, one of the backends below "
+                                                            "(default: %(default)s)")
+    collect.add_argument("--workers", default=1, help=f"worker processes, actors or ranks, 1 to {MAX_WORKERS} "
+                                                      "(backends other than local; default: %(default)s)", **count)
+    collect.add_argument("--num-envs", default=1, help=f"envs batched in each worker, 1 to {MAX_NUM_ENVS} "
+                                                       "(default: %(default)s)", **count)
+    collect.add_argument("--frames-per-batch", default=1000, help="frames in each batch, across workers "
+                                                                 "(default: %(default)s)", **count)
+    collect.add_argument("--max-frames-per-traj", default=None, help="cut trajectories after N steps "
+                                                                     "(default: no limit)", **count)
+    collect.add_argument("--policy", default=None, metavar="MODULE:FACTORY",
+                         help="the factory building the policy: MODULE importable or in the current "
+                              "directory, or a file (path/to/policy.py:make); it receives the env if it "
+                              "takes an argument (default: random actions)")
+    collect.add_argument("--weights", default=None, metavar="FILE",
+                         help="weights for the policy: .safetensors or a torch state dict, loaded "
+                              "without unpickling code (default: the factory's)")
+    collect.add_argument("--seed", default=None, help="seed of the envs and the random actions, 0 to 2**63 - 1 "
+                                                      "(default: unseeded)", **count)
+    collect.add_argument("--out", default=None, metavar="DIR",
+                         help="new directory for the data: a memory-mapped replay-buffer checkpoint "
+                              "(default: nothing written)")
     collect.add_argument("--no-progress", action="store_true", help="no progress bar")
     collect.add_argument("--profile", default=None, metavar="DIR",
                          help="torch.profiler traces of worker 0 into DIR, and a table of where each "
@@ -55,21 +116,54 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def load_policy(spec: str, env):
-    """Build the policy named by ``MODULE:FACTORY``; the factory may take the env as argument."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        fail(f"--policy must look like MODULE:FACTORY, got {spec!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:  # as `python -m` does: MODULE.py in the cwd is found
-        sys.path.insert(0, cwd)
+def _policy_module(target: str, spec: str):
+    """The module of ``--policy``: a ``.py`` file (its folder goes on ``sys.path``, so that worker
+    processes import it by name too) or a module name (the current directory is searched first)."""
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        if not path.is_file():
+            fail(f"--policy {spec!r}: there is no file {target} (looked in {path.parent})")
+        if not path.stem.isidentifier():
+            fail(f"--policy {spec!r}: {path.name} cannot be imported by name; rename it to a Python "
+                 "identifier (letters, digits, underscores)")
+        name, folder = path.stem, str(path.parent)
+    else:
+        name, folder = target, os.getcwd()
+    if folder not in sys.path and (target.endswith(".py") or "" not in sys.path):
+        sys.path.insert(0, folder)
     try:
-        factory = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        fail(f"--policy {spec!r} cannot be imported: {exc}; give an importable module (a MODULE.py in "
-             "the current directory, or an installed package) and a factory defined in it")
-    takes_env = bool(inspect.signature(factory).parameters)
-    return factory(env) if takes_env else factory()
+        module = importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises, said in one line
+        fail(f"--policy {spec!r} cannot be imported: {type(exc).__name__}: {exc}; give an importable module "
+             "(a MODULE.py in the current directory, an installed package, or a path/to/file.py)")
+    if target.endswith(".py") and Path(module.__file__ or "").resolve() != path:
+        fail(f"--policy {spec!r}: the module {name!r} is already imported from {module.__file__}; rename {target}")
+    return module
+
+
+def load_policy(spec: str, env):
+    """Build the policy named by ``MODULE:FACTORY`` or ``path/to/file.py:FACTORY``; the factory
+    may take the env as argument."""
+    target, sep, attribute = spec.rpartition(":")
+    if not sep or not target or not attribute:
+        fail(f"--policy must look like MODULE:FACTORY or path/to/file.py:FACTORY, got {spec!r}")
+    module = _policy_module(target, spec)
+    factory = getattr(module, attribute, None)
+    if factory is None:
+        fail(f"--policy {spec!r}: {target} defines no {attribute!r}; name a factory defined in it")
+    if not callable(factory):
+        fail(f"--policy {spec!r}: {attribute} is a {type(factory).__name__}, not a factory; name a function "
+             "(or class) that returns the policy")
+    try:
+        takes_env = bool(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        takes_env = False
+    try:
+        return factory(env) if takes_env else factory()
+    except Exception as exc:  # noqa: BLE001 - the factory's error, said in one line with where
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        fail(f"--policy {spec!r}: the factory raised {type(exc).__name__}: {exc} (at {where.filename}:"
+             f"{where.lineno}); fix the factory")
 
 
 def load_weights(path: str) -> dict:
@@ -104,7 +198,15 @@ def _make_env_fn(env_id: str, num_envs: int):
 def _build_env(env_id: str, num_envs: int):
     from reap import GymEnv, RewardSum, TransformedEnv
 
+    _register_namespace(env_id)  # also in worker processes, which build their own envs
     return TransformedEnv(GymEnv(env_id, num_envs=None if num_envs == 1 else num_envs), RewardSum())
+
+
+def _register_namespace(env_id: str) -> None:
+    """Import the package that registers ``env_id``'s namespace (ALE's), if it is installed."""
+    package = ENV_PACKAGES.get(env_id.rpartition("/")[0])
+    if package and importlib.util.find_spec(package[1]):
+        importlib.import_module(package[1])
 
 
 class ReplayWriter:
@@ -239,11 +341,16 @@ def check_policy(policy, env, spec: str, env_id: str) -> None:
     try:
         with torch.no_grad(), set_interaction_type(InteractionType.RANDOM):
             action = runner.probe(root.select(*env.state_keys))[env.action_key]
-    except (RuntimeError, ValueError, TypeError) as exc:  # e.g. a layer sized for another observation
+    except KeyError as exc:  # it writes other keys than the action
+        does_not_fit(exc)
+    except Exception as exc:  # noqa: BLE001 - e.g. a layer sized for another observation
         shapes = {key: tuple(root.get(key).shape) for key in runner.in_keys}
         fail(f"--policy {spec!r} fails on the first observation of --env {env_id} {shapes}: "
              f"{type(exc).__name__}: {exc}; build it for this env (a factory that takes an argument "
              "receives the env)")
+    if not isinstance(action, torch.Tensor):
+        fail(f"--policy {spec!r} does not fit --env {env_id}: its action is a {type(action).__name__}, not a "
+             f"tensor; return the action, or write it under {env.action_key!r} (a TensorDictModule)")
     try:
         check_action(action, env)
     except (TypeError, ValueError) as exc:
@@ -331,22 +438,89 @@ class RunStats:
 
 def check_args(args) -> None:
     """Every ``reap collect`` option that can be checked before anything runs (exit 2 if wrong)."""
-    for name in ("frames", "workers", "num_envs", "frames_per_batch", "max_frames_per_traj"):
+    limits = {"frames": (1, INT64_MAX), "workers": (1, MAX_WORKERS), "num_envs": (1, MAX_NUM_ENVS),
+              "frames_per_batch": (1, INT64_MAX), "max_frames_per_traj": (1, INT64_MAX), "seed": (0, INT64_MAX)}
+    for name, (low, high) in limits.items():
         value = getattr(args, name)
-        if value is not None and value < 1:
-            fail(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    if args.seed is not None and not 0 <= args.seed < 2**63:
-        fail(f"--seed must be an integer from 0 to 2**63 - 1, got {args.seed}")
-    import gymnasium as gym
-
-    if args.env not in gym.registry:
-        fail(f"--env {args.env!r} is not a registered gymnasium id")
+        if value is not None and not low <= value <= high:
+            shown = "2**63 - 1" if high == INT64_MAX else high
+            fail(f"--{name.replace('_', '-')} must be an integer from {low} to {shown}, got {value}")
+    check_env_id(args.env)
     if args.workers > 1 and args.backend == "local":
         fail("--workers > 1 needs a multi-process backend, e.g. --backend mp")
+    if args.backend != "local":
+        from reap.plugins import PluginNotInstalledError, get_collector_backend
+
+        try:
+            get_collector_backend(args.backend)
+        except PluginNotInstalledError as exc:
+            fail(f"--backend {args.backend!r}: {exc}")
     if args.weights and not args.policy:
         fail("--weights needs --policy (the factory that builds the module to load them into)")
     if args.out:
         check_out_dir(Path(args.out))
+
+
+def check_env_id(env_id: str) -> None:
+    """``--env`` must be registered: else name the package of its namespace, or close ids."""
+    import gymnasium as gym
+
+    _register_namespace(env_id)
+    if env_id in gym.registry:
+        return
+    namespace = env_id.rpartition("/")[0]
+    if namespace in ENV_PACKAGES:
+        package = ENV_PACKAGES[namespace][0]
+        fail(f"--env {env_id!r}: the {namespace} envs come with {package}, which is not installed; "
+             f"install it (uv pip install {package})")
+    close = difflib.get_close_matches(env_id, list(gym.registry), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else (
+        "; python -c 'import gymnasium; gymnasium.pprint_registry()' lists them")
+    fail(f"--env {env_id!r} is not a registered gymnasium id{hint}")
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def _available_memory() -> int:
+    """Bytes of memory available to a new allocation (Linux's MemAvailable, else the total)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        line = next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemAvailable:"))
+        return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_sizes(args) -> None:
+    """One batch must fit in memory and, with ``--out``, the whole run on its disk: estimated
+    from the size of one frame of one env (the policy's own outputs come on top)."""
+    import gymnasium as gym
+
+    try:
+        probe = _build_env(args.env, 1)
+    except gym.error.DependencyNotInstalled as exc:
+        fail(f"--env {args.env!r} needs a package that is not installed: {exc}")
+    try:
+        frame = probe.fake_tensordict().bytes() + 8  # and its trajectory id
+    finally:
+        probe.close()
+    per_worker = -(-args.frames_per_batch // (args.workers * args.num_envs)) * args.num_envs
+    batch = per_worker * args.workers
+    need = 3 * batch * frame  # the collector's buffers, the batch handed out, the copy written
+    if need > _available_memory():
+        fail(f"--frames-per-batch {args.frames_per_batch} ({batch} frames a batch with --num-envs {args.num_envs}, "
+             f"--workers {args.workers}) needs about {_gib(need)} of memory at {frame} bytes a frame of "
+             f"{args.env}, more than the {_gib(_available_memory())} available; lower --frames-per-batch")
+    if args.out:
+        total = -(-args.frames // batch) * batch * frame
+        folder = Path(args.out).absolute()
+        while not folder.exists():
+            folder = folder.parent
+        free = shutil.disk_usage(folder).free
+        if total > free:
+            fail(f"--frames {args.frames} with --out needs about {_gib(total)} of disk at {frame} bytes a frame "
+                 f"of {args.env}, more than the {_gib(free)} free in {folder}; collect fewer frames or "
+                 "choose a disk with room")
 
 
 def build_policy(args, env_fn):
@@ -374,6 +548,7 @@ def collect(args) -> None:
     with StopSignals() as signals:
         try:
             check_args(args)
+            check_sizes(args)
             env_fn = _make_env_fn(args.env, args.num_envs)
             policy = build_policy(args, env_fn)
         except Interrupted:
@@ -472,13 +647,31 @@ def finish(args, writer, stats: RunStats, total, elapsed: float, stopped_by, err
     print(line, flush=True)
 
 
-def plugins() -> None:
+#: How ``reap plugins`` heads each kind of registration.
+PROVIDES_LABELS = {"backend": "collector backends", "weight sync": "weight-sync schemes",
+                   "recurrent": "recurrent backends", "name": "names"}
+
+
+def plugins(width: int = 100) -> None:
+    """``reap plugins``: each plugin's distribution and version, then what it registers, grouped
+    by kind and wrapped to ``width`` columns (or the terminal's, if narrower)."""
+    import textwrap
+
     from reap.plugins import get_registries
 
-    registries = get_registries()
-    for info in sorted(registries.plugins, key=lambda i: i.name):
-        status = f"FAILED: {info.error}" if info.error else ", ".join(info.provides) or "(no registrations)"
-        print(f"{info.name:<10} {info.distribution} {info.version}: {status}")
+    width = min(width, shutil.get_terminal_size((width, 24)).columns)
+    indent = " " * 4
+    for info in sorted(get_registries().plugins, key=lambda i: i.name):
+        print(f"{info.name}: {info.distribution} {info.version}")
+        groups: dict[str, list[str]] = {}
+        for item in info.provides:  # "backend 'mp'", "weight sync 'pipe'", "name RayCollector"
+            kind, _, name = item.rpartition(" ")
+            groups.setdefault(kind, []).append(name.strip("'"))
+        lines = [f"FAILED: {info.error}"] if info.error else [
+            f"{PROVIDES_LABELS.get(kind, kind)}: {', '.join(names)}"
+            for kind, names in groups.items()] or ["(no registrations)"]
+        for line in lines:
+            print(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent * 2))
 
 
 def main(argv: list[str] | None = None) -> None:
