@@ -2,24 +2,28 @@
 
 * :class:`WorkerError`: what the parent raises when a worker fails, naming the worker.
 * :func:`get_context`: the multiprocessing context (``spawn`` unless told otherwise), with the
-  guard that explains ``if __name__ == "__main__":`` when a spawned child re-imports the script.
-* :class:`Payload`: cloudpickles what plain pickle cannot send to a spawned child (lambdas).
+  guard that explains ``if __name__ == "__main__":`` when a spawned child re-imports the script
+  (:mod:`reap.collectors.spawn`: a worker that dies of it is reported with that explanation).
+* :class:`Payload`: cloudpickles what plain pickle cannot send to a spawned child: lambdas, and
+  the functions and classes of ``__main__`` (the child's ``__main__`` is the script re-imported
+  without its guarded block, so they may not exist there by name).
 * :class:`WorkerHandle`: one child process and its pipe; every wait is bounded and watches the
   process sentinel, so a dead child is reported at once with its exit code or signal.
-* :func:`track`: live owners are shut down at interpreter exit.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import io
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.reduction
 import pickle
 import signal
 import time
-import weakref
+import types
+
+from reap.collectors.spawn import check_main_guard, prepare_reports, start_report
 
 try:  # gymnasium depends on cloudpickle, so it is there wherever reap-core is
     import cloudpickle
@@ -54,13 +58,7 @@ def _rebuild_worker_error(message, worker_idx, exitcode, remote_traceback):
                        remote_traceback=remote_traceback)
 
 
-SPAWN_GUARD_MESSAGE = (
-    "{owner} was constructed while a child process started with the '{method}' start method was "
-    "importing the main script. With 'spawn' (and 'forkserver') every worker re-imports the "
-    "script that created it, so code that builds collectors or ParallelEnv must sit under\n\n"
-    "    if __name__ == \"__main__\":\n        ...\n\n"
-    "(or inside a function called from there). Alternatively pass mp_start_method='fork'."
-)
+FORK_HINT = " Alternatively pass mp_start_method='fork'."
 
 
 def get_context(method: str | None, owner: str):
@@ -68,19 +66,31 @@ def get_context(method: str | None, owner: str):
     method = method or "spawn"
     if method not in START_METHODS:
         raise ValueError(f"{owner}: mp_start_method must be one of {START_METHODS}, got {method!r}")
-    if method != "fork" and getattr(multiprocessing.current_process(), "_inheriting", False):
-        raise RuntimeError(SPAWN_GUARD_MESSAGE.format(owner=owner, method=method))
+    check_main_guard(owner, method, FORK_HINT)
+    prepare_reports()
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":  # the server imports reap once; each worker is then a cheap fork
         ctx.set_forkserver_preload(["reap_mp._forkserver_preload"])
     return ctx
 
 
+class _NoMainPickler(pickle.Pickler):
+    """Plain pickle, refusing the functions and classes of ``__main__`` (sent by reference, a
+    function defined under ``if __name__ == "__main__":`` would not exist in the child)."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, (type, types.FunctionType)) and obj.__module__ == "__main__":
+            raise pickle.PicklingError(f"{obj.__qualname__} belongs to __main__")
+        return NotImplemented
+
+
 class Payload:
     """Wraps an object so that it reaches a spawned child even if plain pickle refuses it.
 
-    The child unpickles it on first access of ``obj`` (inside the worker's error handling), so
-    a constructor the child cannot import is reported to the parent like any worker error.
+    What plain pickle refuses (lambdas, local functions) and whatever holds a function or class
+    of ``__main__`` travels by value (cloudpickle). The child unpickles it on first access of
+    ``obj`` (inside the worker's error handling), so a constructor the child cannot import is
+    reported to the parent like any worker error.
     """
 
     def __init__(self, obj):
@@ -89,7 +99,9 @@ class Payload:
 
     def __getstate__(self):
         try:
-            return {"raw": pickle.dumps(self._obj), "cloud": False}
+            buffer = io.BytesIO()
+            _NoMainPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(self._obj)
+            return {"raw": buffer.getvalue(), "cloud": False}
         except Exception:
             if cloudpickle is None:
                 raise
@@ -172,10 +184,13 @@ class WorkerHandle:
         return None
 
     def dead_error(self, what: str, *, exit_wait: float = 0.5) -> WorkerError:
+        """The error for a worker that ended; with the explanation it left if it died while
+        importing the main script (on a line of its own after the first)."""
         self.process.join(exit_wait)
         code = self.process.exitcode
+        report = start_report(self.pid) if code is not None else None
         return WorkerError(
-            f"{self.label} {self.idx} {describe_exit(code)} and {what}",
+            f"{self.label} {self.idx} {describe_exit(code)} and {what}" + (f"\n\n{report}" if report else ""),
             worker_idx=self.idx, exitcode=code,
         )
 
@@ -273,27 +288,6 @@ def wait_any(handles, timeout: float):
             seen.add(handle.idx)
             out.append(handle)
     return out
-
-
-_LIVE: weakref.WeakSet = weakref.WeakSet()
-
-
-def track(owner) -> None:
-    """Shut ``owner`` down at interpreter exit unless it was shut down before."""
-    _LIVE.add(owner)
-
-
-def untrack(owner) -> None:
-    _LIVE.discard(owner)
-
-
-@atexit.register
-def _shutdown_live() -> None:
-    for owner in list(_LIVE):
-        try:
-            owner.shutdown()
-        except Exception:  # noqa: BLE001 - interpreter exit: best effort, never raise
-            pass
 
 
 @contextlib.contextmanager

@@ -46,12 +46,13 @@ from reap.collectors.arguments import (
 )
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines
+from reap.collectors.lifetime import ForkserverUse, track, untrack
 from reap.collectors.multi import MultiCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
 from reap.collectors.worker import worker_seed
 from reap.plugins import hook
 from reap.weight_update import as_weights, match_weights, weights_from_update_args
-from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, track, untrack, wait_any
+from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, wait_any
 from reap_mp._worker import ReplicatedEnv, collector_worker
 from reap_mp.weight_sync import (
     PipeWeightSyncScheme,
@@ -78,6 +79,7 @@ class _MultiCollector(BaseCollector):
     _sync = True
     _slots_per_worker = 1
     _closed = True  # until the workers exist: __del__ of a half-built collector does nothing
+    _forkserver = None  # a ForkserverUse while the workers start from the forkserver
 
     def __init__(
         self,
@@ -208,6 +210,8 @@ class _MultiCollector(BaseCollector):
         self._stash: deque = deque()
         self._deadlines = WorkerDeadlines(n, self.worker_timeout)
         self._seed: tuple[int, bool] | None = None
+        if self._ctx.get_start_method() == "forkserver":  # stopped with its last user
+            self._forkserver = ForkserverUse()
         self._closed = False
         track(self)
         try:
@@ -236,7 +240,8 @@ class _MultiCollector(BaseCollector):
             ready = handle.wait(handle.started + limit - time.monotonic())
             message = handle.recv(timeout=0) if ready else None
         except WorkerError as exc:
-            raise WorkerError(f"{exc} while starting", worker_idx=idx, exitcode=exc.exitcode,
+            first, rest = f"{exc}\n".split("\n", 1)  # what follows the first line: the worker's explanation
+            raise WorkerError(f"{first} while starting\n{rest}".rstrip("\n"), worker_idx=idx, exitcode=exc.exitcode,
                               remote_traceback=exc.remote_traceback) from None
         if message is None:
             raise WorkerError(
@@ -522,6 +527,8 @@ class _MultiCollector(BaseCollector):
             self._latest.clear()
             self._traj_counter = None  # its semaphore is unlinked once nothing refers to it
             self.weight_sync_scheme.close()
+            if self._forkserver is not None:
+                self._forkserver.release()
 
     @property
     def frames(self) -> int:

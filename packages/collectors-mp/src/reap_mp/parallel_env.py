@@ -25,17 +25,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from reap.collectors.lifetime import ForkserverUse, track, untrack
 from reap.envs.base import EnvBase
 from reap.specs import Composite
-from reap_mp._procs import (
-    Payload,
-    WorkerError,
-    WorkerHandle,
-    get_context,
-    track,
-    untrack,
-    worker_session,
-)
+from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
 
 def env_worker(idx, conn, payload):
@@ -122,6 +115,7 @@ class ParallelEnv(EnvBase):
         self.shared_memory = bool(shared_memory)
         self.num_workers = num_workers
         ctx = get_context(mp_start_method, "ParallelEnv")
+        self._forkserver = ForkserverUse() if ctx.get_start_method() == "forkserver" else None
         self.is_closed = False
         track(self)
         try:
@@ -259,6 +253,8 @@ class ParallelEnv(EnvBase):
         untrack(self)
         for handle in self._handles:
             handle.close()
+        if getattr(self, "_forkserver", None) is not None:
+            self._forkserver.release()
         self._w_root = self._w_next = self._w_root_np = self._w_next_np = []
         self.is_closed = True
 

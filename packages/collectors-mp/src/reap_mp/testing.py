@@ -212,13 +212,19 @@ def constant_policy(weight: float = 0.0) -> TensorDictModule:
 def start_forkserver() -> None:
     """Start the forkserver that ``mp_start_method="forkserver"`` collectors use, with reap's
     preload, so that a test can note its processes before it creates collectors (a forkserver
-    started by ``multiprocessing.forkserver.ensure_running()`` alone would preload nothing)."""
+    started by ``multiprocessing.forkserver.ensure_running()`` alone would preload nothing).
+    It is held for the rest of the process: collectors that shut down do not stop it."""
     from multiprocessing import forkserver
 
+    from reap.collectors.lifetime import ForkserverUse
     from reap_mp._procs import get_context
 
     get_context("forkserver", "start_forkserver")
+    _PINNED.append(ForkserverUse())
     forkserver.ensure_running()
+
+
+_PINNED: list = []  # the uses start_forkserver() holds
 
 
 def pid_alive(pid: int) -> bool:
