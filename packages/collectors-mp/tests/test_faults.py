@@ -222,14 +222,9 @@ def test_a_script_without_main_guard_gets_the_explanation_in_the_driver_error(tm
 
 GUARDED = textwrap.dedent("""
     import json, sys
-    from pathlib import Path
     from reap_mp import AsyncCollector, MultiSyncCollector, ParallelEnv
     from reap_mp.testing import CountingEnv, constant_policy
-    from reap_testing import child_pids
-
-
-    def helpers_aside():  # this process's children, less multiprocessing's resource tracker
-        return sorted(p for p in child_pids() if b"resource_tracker" not in Path(f"/proc/{p}/cmdline").read_bytes())
+    from reap_testing import children_but_tracker
 
 
     if __name__ == "__main__":
@@ -250,10 +245,10 @@ GUARDED = textwrap.dedent("""
         collector.shutdown()  # the forkserver has a user left: the env still steps
         out["env"] = list(env.rollout(3)["next", "observation"].shape)
         env.close()
-        out["after_both"] = helpers_aside()  # the forkserver went with its last user
+        out["after_both"] = sorted(children_but_tracker())  # the forkserver went with its last user
         with AsyncCollector(make8, constant_policy(3.0), frames_per_batch=16, mp_start_method=method) as c:
             out["async"] = list(next(iter(c)).batch_size)  # a new forkserver for the new user
-        out["after_async"] = helpers_aside()
+        out["after_async"] = sorted(children_but_tracker())
         print(json.dumps(out))
 """)
 

@@ -1,6 +1,7 @@
 import pytest
 
 from reap_rpc.testing import descendant_pids, wait_gone
+from reap_testing.fixtures import shared_forkserver  # noqa: F401 - for the whole session
 
 
 @pytest.fixture(autouse=True)

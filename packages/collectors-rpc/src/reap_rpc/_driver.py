@@ -7,6 +7,10 @@ a worker and how its batch comes back, as an event on one queue that the driver 
 until the next worker deadline (:class:`~reap.collectors.bookkeeping.WorkerDeadlines`).
 Which weights each worker should run, and ``max_weight_update_interval``, are
 :class:`~reap.collectors.bookkeeping.WorkerWeights`.
+
+The collector's threads (the death watcher, DistributedCollector's receivers) and RPC callbacks
+hold a :class:`_Watch` and the event queue, never the collector: one that nobody refers to is
+collected, and shut down (as it is at interpreter exit).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tensordict.nn import InteractionType
 from reap.collectors.base import options_for_worker
 from reap.collectors.bookkeeping import WorkerDeadlines
 from reap.collectors.collector import Collector
+from reap.collectors.lifetime import track, untrack
 from reap.collectors.remote import (
     DEVICES,
     RemoteCollectorBase,
@@ -34,6 +39,7 @@ from reap.collectors.remote import (
     remote_collector_kwargs,
     split_per_collector,
 )
+from reap.collectors.spawn import check_main_guard, start_report
 from reap.collectors.trajectories import split_trajectories
 from reap.collectors.worker import per_collector, resolve_collector_class, worker_seed
 from reap.plugins import hook
@@ -83,6 +89,63 @@ def _cpu_only(visible_devices, n: int, owner: str) -> list:
                     "on the CPU and send their batches as CPU tensors; pass visible_devices=None (or 'cpu') and "
                     "move each batch to the GPU on the trainer (batch.to('cuda'))")
     return entries
+
+
+class _Watch:
+    """The store keys the driver waits on and the workers' deaths (each wakes the wait on its
+    worker's key and is an event on the driver's queue), with no reference to the collector."""
+
+    def __init__(self, store, host: str, port: int, key: str, events: queue.Queue, timeout: float):
+        self.store, self.events = store, events
+        self._connect = lambda: dist.PrefixStore(f"reap/{key}", connect_store(host, port, timeout))
+        self._clients: dict[int, object] = {}  # thread id -> its own store client
+        self.awaiting: dict[int, str] = {}  # worker -> the store key being waited for
+        self.dead: dict[int, int | None] = {}  # worker -> exit code, once its process ended
+
+    def wait(self, idx: int, key: str, timeout: float):
+        """``key``'s value once worker ``idx`` sets it, :data:`DEAD` if it dies first, None
+        after ``timeout`` s. A death sets the key being awaited, so this never polls."""
+        self.awaiting[idx] = key
+        try:
+            if idx in self.dead:
+                return DEAD
+            store = self._client()
+            try:
+                store.wait([key], _td(timeout))
+            except dist.DistStoreError:
+                if not store.check([key]):
+                    return DEAD if idx in self.dead else None
+            value = store.get(key)
+            return DEAD if value == DEAD_MARK else value
+        finally:
+            self.awaiting.pop(idx, None)
+
+    def _client(self):
+        """This thread's own client of the store. A wait holds its client's connection until it
+        ends: were it the shared one, the death watcher's wake-up (and every command) would
+        queue behind it until its timeout."""
+        tid = threading.get_ident()
+        if tid not in self._clients:
+            self._clients[tid] = self._connect()
+        return self._clients[tid]
+
+    def on_death(self, idx: int, exitcode) -> None:
+        self.dead[idx] = exitcode
+        self.events.put((idx, "died", exitcode))
+        self.release(idx)
+
+    def release(self, idx: int) -> None:
+        """Wake whoever awaits a key of worker ``idx`` (it is dead, or we are shutting down)."""
+        key = self.awaiting.get(idx)
+        if key is not None and self.store is not None:
+            with contextlib.suppress(Exception):
+                self.store.set(key, DEAD_MARK)
+
+    def close(self) -> None:
+        for idx in list(self.awaiting):
+            self.release(idx)
+        self._clients.clear()
+        self.store = None
 
 
 def _seconds(value, name: str, owner: str) -> float:
@@ -140,6 +203,7 @@ class RemoteCollector(RemoteCollectorBase):
     ):
         owner = type(self).__name__
         self._owner = owner
+        check_main_guard(owner, "forkserver")
         check_remote_arguments(frames_per_batch=frames_per_batch, total_frames=total_frames, sync=sync,
                                num_workers_per_collector=num_workers_per_collector,
                                max_weight_update_interval=max_weight_update_interval, policy=policy,
@@ -195,10 +259,8 @@ class RemoteCollector(RemoteCollectorBase):
         self._key = uuid.uuid4().hex[:12]
         self._launcher = None
         self._store = None
+        self._watch: _Watch | None = None
         self._infos: list[dict] = []
-        self._waiters: dict[int, object] = {}  # thread id -> its own store client (_waiter)
-        self._awaiting: dict[int, str] = {}  # worker -> the store key being waited for
-        self._dead: dict[int, int | None] = {}  # worker -> exit code, once its process ended
         self.weight_updater = self._resolve_updater(weight_updater, owner)
 
         common = {"frames_per_batch": self._frames_per_worker,
@@ -215,6 +277,7 @@ class RemoteCollector(RemoteCollectorBase):
             self._specs.append({"idx": i, "kwargs": kwargs, "collector_class": self.collector_class,
                                 "policy": policy if lists["policy_factory"][i] is None else None})
         self._closed = False
+        track(self)  # shut down at interpreter exit: its workers are not daemons
         try:
             self._start(tcp_port)
         except BaseException:
@@ -251,7 +314,7 @@ class RemoteCollector(RemoteCollectorBase):
             start_submitit(self, tcp_port)
             return
         self._open_store(self._host, tcp_port or 0)
-        self._launcher = ProcessLauncher(self._on_death)
+        self._launcher = ProcessLauncher(self._watch.on_death)
         self._launcher.start([self._worker_spec(i) for i in range(self.num_collectors)])
         self._connect()
 
@@ -259,6 +322,7 @@ class RemoteCollector(RemoteCollectorBase):
         store, self.tcp_port = open_store(host, port, self.start_timeout)
         self._server = store
         self._store = dist.PrefixStore(f"reap/{self._key}", store)
+        self._watch = _Watch(self._store, host, self.tcp_port, self._key, self._events, self.start_timeout)
 
     def _worker_spec(self, i: int) -> dict:
         env = {"TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"} if self._local else {}
@@ -282,38 +346,12 @@ class RemoteCollector(RemoteCollectorBase):
 
     def _await(self, idx: int, key: str, timeout: float, what: str):
         """Block until worker ``idx`` sets ``key`` (its value), or it dies (:data:`DEAD`), or
-        ``timeout`` s pass (an error naming ``what``). A death sets the key being awaited, so
-        this never polls."""
-        self._awaiting[idx] = key
-        try:
-            if idx in self._dead:
-                return DEAD
-            store = self._waiter()
-            try:
-                store.wait([key], _td(timeout))
-            except dist.DistStoreError:
-                if store.check([key]):
-                    pass
-                elif idx in self._dead:
-                    return DEAD
-                else:
-                    raise self._fail(RemoteCollectorError(
-                        f"{self._owner}: worker {idx} (rank {idx + 1}) {what} within {timeout:g} s", worker_idx=idx)) from None
-            value = store.get(key)
-            return DEAD if value == DEAD_MARK else value
-        finally:
-            self._awaiting.pop(idx, None)
-
-    def _waiter(self):
-        """This thread's own client of the store. A wait holds its client's connection until it
-        ends: were it the shared one, the death watcher's wake-up (and every command) would
-        queue behind it until its timeout."""
-        tid = threading.get_ident()
-        store = self._waiters.get(tid)
-        if store is None:
-            client = connect_store(self._host, self.tcp_port, self.start_timeout)
-            store = self._waiters[tid] = dist.PrefixStore(f"reap/{self._key}", client)
-        return store
+        ``timeout`` s pass (an error naming ``what``)."""
+        value = self._watch.wait(idx, key, timeout)
+        if value is None:
+            raise self._fail(RemoteCollectorError(
+                f"{self._owner}: worker {idx} (rank {idx + 1}) {what} within {timeout:g} s", worker_idx=idx))
+        return value
 
     def _start_transport(self) -> None:
         raise NotImplementedError
@@ -336,18 +374,6 @@ class RemoteCollector(RemoteCollectorBase):
             raise self._failure
 
     # ---- faults -------------------------------------------------------------------------------------
-    def _on_death(self, idx: int, exitcode) -> None:
-        self._dead[idx] = exitcode
-        self._events.put((idx, "died", exitcode))
-        self._release(idx)
-
-    def _release(self, idx: int) -> None:
-        """Wake whoever awaits a key of worker ``idx`` (it is dead, or we are shutting down)."""
-        key = self._awaiting.get(idx)
-        if key is not None and self._store is not None:
-            with contextlib.suppress(Exception):
-                self._store.set(key, DEAD_MARK)
-
     def _error(self, idx: int, what: str, *, exitcode=None, detail: str | None = None) -> RemoteCollectorError:
         """The error for worker ``idx``: its own report (text, traceback) when it wrote one."""
         text, tb = None, None
@@ -357,6 +383,9 @@ class RemoteCollector(RemoteCollectorBase):
         if exitcode is None and self._launcher is not None:
             # a transport error may reach us before the death does (the forkserver reports it)
             exitcode = self._launcher.exitcode(idx, wait=2.0 if text is None else 0.0)
+        report = None
+        if text is None and exitcode is not None and self._launcher is not None:
+            report = start_report(self._launcher.procs[idx].pid)  # it died importing the main script
         if text is None and exitcode is not None and what == "failed":
             what, detail = "died", None  # its channel broke because its process ended
         parts = [f"{self._owner}: worker {idx} (rank {idx + 1}) {what}"]
@@ -369,6 +398,8 @@ class RemoteCollector(RemoteCollectorBase):
         message = "".join(parts)
         if tb:
             message += f"\n\nworker {idx} traceback:\n{tb}"
+        if report:
+            message += f"\n\n{report}"
         err = RemoteCollectorError(message, worker_idx=idx, exitcode=exitcode, remote_traceback=tb)
         return err
 
@@ -469,6 +500,7 @@ class RemoteCollector(RemoteCollectorBase):
         if self.__dict__.get("_closed", True):
             return
         self._closed = True
+        untrack(self)
         grace = 10.0 if timeout is None else float(timeout)
         deadline = time.monotonic() + grace
         try:
@@ -476,8 +508,8 @@ class RemoteCollector(RemoteCollectorBase):
         finally:
             try:
                 self._stop_transport(grace)
-                for idx in list(self._awaiting):
-                    self._release(idx)
+                if self._watch is not None:
+                    self._watch.close()
             finally:
                 left = max(0.0, deadline - time.monotonic())  # one budget for the calls and the exits
                 if self._launcher is not None:
@@ -487,7 +519,6 @@ class RemoteCollector(RemoteCollectorBase):
 
                     stop_jobs(self._jobs, left)
                 self._close_transport()
-                self._waiters.clear()
                 self._store = self._server = None
                 gc.collect()
 
@@ -496,6 +527,14 @@ class RemoteCollector(RemoteCollectorBase):
 
     def _close_transport(self) -> None:
         """Release the driver's side of the transport once the workers are gone."""
+
+    def __del__(self):
+        # Collected on one of the collector's own threads (a receiver, an RPC callback), which
+        # shutdown() joins or whose agent it stops: shut down from a thread of its own instead.
+        if self.__dict__.get("_closed") is False and threading.current_thread() is not threading.main_thread():
+            threading.Thread(target=self.shutdown, name="reap-collector-shutdown").start()
+            return
+        super().__del__()
 
     def __repr__(self) -> str:
         d = self.__dict__

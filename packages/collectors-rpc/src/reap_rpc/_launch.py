@@ -8,7 +8,9 @@ never a daemon (it may run a multi-process collector of its own); its specificat
 cloudpickled (lambdas included) with the caller's environment as it is now (the server's is
 the one it started with); only the child's environment receives the loopback pins
 (``TP_SOCKET_IFNAME``, ``GLOO_SOCKET_IFNAME``): the caller's ``os.environ`` is never written.
-A watcher thread blocks on the processes' sentinels and reports each death at once.
+A watcher thread blocks on the processes' sentinels and reports each death at once. The
+launcher holds the forkserver (:class:`~reap.collectors.lifetime.ForkserverUse`) until
+:meth:`ProcessLauncher.stop`: the last collector to stop stops it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import time
 
 import cloudpickle
 
+from reap.collectors.lifetime import ForkserverUse
+from reap.collectors.spawn import prepare_reports
 from reap_rpc._worker import worker_main
 
 #: What the forkserver imports before forking workers (the server is shared by every
@@ -32,6 +36,7 @@ PRELOAD = ["reap_rpc._worker", "reap.collectors.collector", "reap.collectors.wor
 
 def worker_context():
     """The ``forkserver`` multiprocessing context the workers start from, preloading :data:`PRELOAD`."""
+    prepare_reports()  # before the forkserver starts: its workers inherit where to explain a missing main guard
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
@@ -64,6 +69,7 @@ class ProcessLauncher:
         self._thread = None
         self._lock = threading.Lock()
         self._stopping = False
+        self._forkserver = ForkserverUse()
 
     def start(self, specs: list[dict]) -> None:
         for spec in specs:
@@ -103,7 +109,7 @@ class ProcessLauncher:
             self._wake_w.send(None)
         except OSError:
             pass
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5.0)
         with self._lock:
             deadline = time.monotonic() + max(grace, 0.1)
@@ -118,6 +124,8 @@ class ProcessLauncher:
                     proc.kill()
                     proc.join(5.0)
             for proc in self.procs:
-                proc.close()
+                if proc.exitcode is not None:
+                    proc.close()
         self._wake_r.close()
         self._wake_w.close()
+        self._forkserver.release()

@@ -14,7 +14,8 @@ its policy's weight layout) and serves:
 
 An exception is written to the store (``err/<idx>``: text and traceback) and sent down the
 channel the driver is waiting on, and the process exits with status 1. A worker leaves as soon
-as its driver is gone (its wait on the driver's store fails).
+as its driver is gone (its wait on the driver's store fails). A worker started from the
+driver's forkserver gets a resource tracker of its own (:func:`_own_resource_tracker`).
 """
 
 from __future__ import annotations
@@ -90,8 +91,22 @@ def _wait_key(store, key: str) -> bool:
         return False
 
 
+def _own_resource_tracker() -> None:
+    """Forget the resource tracker inherited from the driver: the next one this process needs is
+    its own. The named semaphores of a collector this worker runs (a MultiSyncCollector's) are
+    then unlinked by that tracker as soon as the worker and its workers are gone, even if it was
+    SIGKILLed, not when the driver's tracker ends with the driver."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    if tracker._pid is None and tracker._fd is not None:  # inherited, not started here
+        os.close(tracker._fd)
+        tracker._fd = None
+
+
 def worker_main(spec: dict) -> None:
     """Entry point of a worker process (``launcher="mp"``) or rank (``reap_rpc.serve``)."""
+    _own_resource_tracker()
     os.environ.update(spec.get("env") or {})  # this process's own environment (loopback pins)
     store = dist.PrefixStore(f"reap/{spec['key']}", connect_store(spec["host"], spec["port"], spec["timeout"]))
     code = _serve(spec, store)

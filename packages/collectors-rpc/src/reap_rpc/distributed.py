@@ -25,18 +25,19 @@ _STOP = object()
 
 
 class _Receiver(threading.Thread):
-    """Worker ``idx``'s batches, in order, onto the driver's event queue."""
+    """Worker ``idx``'s batches, in order, onto the driver's event queue (it holds the driver's
+    watch and process group, not the collector: a dropped collector is collected)."""
 
-    def __init__(self, owner, idx: int):
+    def __init__(self, watch, pg, idx: int):
         super().__init__(name=f"reap-dist-recv-{idx}", daemon=True)
-        self.owner, self.idx = owner, idx
+        self.watch, self.pg, self.idx = watch, pg, idx
         self.tasks: queue.Queue = queue.Queue()
         self.layout = None
         self.buf = None
         self.stopping = False
 
     def run(self) -> None:
-        owner, idx = self.owner, self.idx
+        events, idx = self.watch.events, self.idx
         while True:
             task = self.tasks.get()
             if task is _STOP:
@@ -50,17 +51,17 @@ class _Receiver(threading.Thread):
                 event = (idx, "exc", exc)
                 if self.stopping:
                     return
-                owner._events.put(event)
+                events.put(event)
                 return
             if event is None:
                 return
-            owner._events.put(event)
+            events.put(event)
 
     def _first(self):
-        value = self.owner._await(self.idx, f"first/{self.idx}", 7 * 24 * 3600.0, "sent no batch")
+        value = self.watch.wait(self.idx, f"first/{self.idx}", 7 * 24 * 3600.0)
         if self.stopping:
             return None
-        if value is DEAD:
+        if value is DEAD or value is None:
             return (self.idx, "exc", RuntimeError("its process ended"))
         batch = pickle.loads(value)
         if batch is None:
@@ -70,7 +71,7 @@ class _Receiver(threading.Thread):
         return (self.idx, "batch", batch)
 
     def _next(self):
-        self.owner._pg.recv([self.buf], self.idx + 1, TAG_DATA).wait()
+        self.pg.recv([self.buf], self.idx + 1, TAG_DATA).wait()
         if FlatLayout.status(self.buf):
             return (self.idx, "failed", None)
         return (self.idx, "batch", self.layout.unpack(self.buf).clone())
@@ -127,7 +128,7 @@ class DistributedCollector(RemoteCollector):
                               timeout=max(self.worker_timeout, self.start_timeout))
         self._seq = [0] * n
         self._wlayout_flat = FlatLayout.of(self._weights_layout) if self._weights_layout is not None else None
-        self._receivers = [_Receiver(self, i) for i in range(n)]
+        self._receivers = [_Receiver(self._watch, self._pg, i) for i in range(n)]
         for r in self._receivers:
             r.start()
 
@@ -162,7 +163,7 @@ class DistributedCollector(RemoteCollector):
         key = f"res/{idx}/{seq}"
         value = self._await(idx, key, self.worker_timeout, f"did not answer {method}()")
         if value is DEAD:
-            raise self._fail(self._error(idx, "died", exitcode=self._dead.get(idx)))
+            raise self._fail(self._error(idx, "died", exitcode=self._watch.dead.get(idx)))
         status, value = pickle.loads(value)
         self._store.delete_key(key)
         if status == "error":
@@ -193,7 +194,8 @@ class DistributedCollector(RemoteCollector):
         for r in self._receivers:
             r.tasks.put(_STOP)
         for r in self._receivers:
-            r.join(5.0)
+            if r is not threading.current_thread():
+                r.join(5.0)
         self._receivers = []
         self._pg = None
 

@@ -9,7 +9,9 @@ down, not while it runs.
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 
 from reap_rpc._driver import RemoteCollector, RemoteCollectorError
 from reap_rpc._rendezvous import (
@@ -21,7 +23,7 @@ from reap_rpc._rendezvous import (
 from reap_rpc._worker import _rpc_call, _rpc_collect, worker_name
 from reap_rpc.weight_sync import RPCWeightSyncScheme
 
-_ACTIVE = None  # the RPCCollector whose agent runs in this process
+_ACTIVE = None  # a weak reference to the RPCCollector whose agent runs in this process
 
 
 class RPCCollector(RemoteCollector):
@@ -73,11 +75,13 @@ class RPCCollector(RemoteCollector):
 
     def _start(self, tcp_port) -> None:
         global _ACTIVE
-        if _ACTIVE is not None or rpc_agent_running():
+        if _ACTIVE is not None and _ACTIVE() is not None:
+            gc.collect()  # one that nobody refers to any more is shut down as it is collected
+        if (_ACTIVE is not None and _ACTIVE() is not None) or rpc_agent_running():
             raise RuntimeError(
                 "RPCCollector: this process already runs an RPC agent (another RPCCollector that was not "
                 "shut down, or torch.distributed.rpc.init_rpc); call shutdown() on it first")
-        _ACTIVE = self
+        _ACTIVE = weakref.ref(self)
         self._agent = False
         super()._start(tcp_port)
 
@@ -94,7 +98,8 @@ class RPCCollector(RemoteCollector):
 
         fut = rpc.rpc_async(worker_name(idx), _rpc_collect, args=(payload, version, prefetch),
                             timeout=self.worker_timeout + 10.0)
-        fut.add_done_callback(lambda f, i=idx: self._events.put((i, "rpc", f)))
+        events = self._events  # not self: a pending call must not keep a dropped collector alive
+        fut.add_done_callback(lambda f, i=idx: events.put((i, "rpc", f)))
 
     def _receive(self, idx: int, kind: str, payload):
         try:
@@ -148,7 +153,7 @@ class RPCCollector(RemoteCollector):
                               self._quiet_by - time.monotonic())
                 rpc.shutdown(graceful=False)
         finally:
-            if _ACTIVE is self:
+            if _ACTIVE is not None and _ACTIVE() in (self, None):
                 _ACTIVE = None
 
 

@@ -71,9 +71,9 @@ def _cmdline(pid: int) -> bytes:
 
 
 def descendant_pids(pid: int | None = None) -> set[int]:
-    """Live descendants of ``pid`` (default: this process), but two helpers multiprocessing
-    starts once and keeps for the life of ``pid``: its resource tracker, and its forkserver
-    (a direct child; the workers forked from it are its children and do count)."""
+    """Live descendants of ``pid`` (default: this process), but two helpers of multiprocessing:
+    its resource tracker, and its forkserver (a direct child, kept while a collector uses it, and
+    by the tests for their whole session; the workers forked from it are its children and do count)."""
     root = os.getpid() if pid is None else pid
     out, todo, helpers = set(), [root], set()
     while todo:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -39,6 +40,27 @@ def group_pids(pgid: int) -> set[int]:
     """Live processes in process group ``pgid``: for a command started with
     ``start_new_session=True``, it and whatever it started, even once orphaned."""
     return {pid for pid, _, group in _live_processes() if group == pgid}
+
+
+def group_left(pgid: int, timeout: float = 10.0) -> set[int]:
+    """Wait (at most ``timeout`` s) until process group ``pgid`` has no live process; those left."""
+    deadline = time.monotonic() + timeout
+    while (left := group_pids(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def children_but_tracker(pid: int | None = None) -> set[int]:
+    """Live children of ``pid`` (default: this process) but multiprocessing's resource tracker,
+    a helper that lives as long as the process that started it."""
+    out = set()
+    for child in child_pids(pid):
+        try:
+            if b"resource_tracker" not in Path(f"/proc/{child}/cmdline").read_bytes():
+                out.add(child)
+        except OSError:
+            continue
+    return out
 
 
 def shm_segments() -> set[str]:
