@@ -1,46 +1,105 @@
-"""The README's Python examples run as written, and leave nothing running behind them."""
+"""The READMEs' Python examples (the root README's and reap-collectors-rpc's) run as files, each
+in a process of its own, and leave no process behind. Without its main guard, an example that
+starts worker processes stops with the driver's error explaining the guard."""
 
 import contextlib
+import os
 import re
-import time
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from reap_testing import child_pids
+from reap_testing import group_left
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+ROOT = Path(__file__).resolve().parents[1]
+READMES = ["README.md", "packages/collectors-rpc/README.md"]
+GUARD = 'if __name__ == "__main__":'
 
 
-def test_readme_has_python_examples():
-    blocks = python_blocks()
-    assert blocks
-    # the quickstart scales one loop by changing the collector line: all three lines run here
-    quickstart = next(b for b in blocks if "RayCollector(" in b)
-    assert all(f"train({name}(" in quickstart for name in ("Collector", "MultiSyncCollector", "RayCollector"))
+def python_blocks(readme: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / readme).read_text(), flags=re.S)
+
+
+def without_main_guard(block: str) -> str:
+    """``block`` with its ``if __name__ == "__main__":`` line removed and what it held dedented."""
+    lines = block.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(GUARD))
+    return "\n".join(lines[:at] + [line.removeprefix("    ") for line in lines[at + 1:]]) + "\n"
+
+
+def run(command: list[str], cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``command`` in a session of its own; fails if it runs past ``timeout`` s or leaves a process."""
+    proc = subprocess.Popen(command, cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)  # until it and all that share its pipes end
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
+    left = group_left(proc.pid)
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert not left, f"{command} left processes: {sorted(left)}\n{err}"
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_readmes_have_runnable_python_examples():
+    quickstart = next(b for b in python_blocks("README.md") if "RayCollector(" in b)
+    # the quickstart scales one loop by changing the collector line: all three lines run
+    assert all(f"    train({name}(" in quickstart for name in ("Collector", "MultiSyncCollector", "RayCollector"))
+    assert GUARD in quickstart and GUARD in python_blocks(READMES[1])[0]
+    assert without_main_guard("x = 1\nif __name__ == \"__main__\":\n    f(x)\n\n    g()\n") == "x = 1\nf(x)\n\ng()\n"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("index", range(len(python_blocks())))
-def test_readme_example_runs(index):
-    from multiprocessing import resource_tracker
-
-    block = python_blocks()[index]
-    resource_tracker.ensure_running()  # multiprocessing's long-lived helper, not the block's
-    before = child_pids()
-    if "RayCollector" in block:
+@pytest.mark.parametrize("readme, index", [(r, i) for r in READMES for i in range(len(python_blocks(r)))])
+def test_readme_example_runs_as_a_file(readme, index, tmp_path):
+    block = python_blocks(readme)[index]
+    path = tmp_path / "example.py"
+    path.write_text(block)
+    command, env, ray_context = [sys.executable, str(path)], {}, contextlib.nullcontext()
+    if 'launcher="torchrun"' in block:  # one "node" of four ranks: rank 0 trains, ranks 1-3 collect
+        torchrun = str(Path(sys.executable).with_name("torchrun"))
+        command = [torchrun, "--nnodes=1", "--nproc-per-node=4", "--master-addr=127.0.0.1",
+                   f"--master-port={_free_port()}", "--max-restarts=0", str(path)]
+    if "RayCollector(" in block:  # the example joins a small Ray on 127.0.0.1, checked for leftovers
         from reap_ray.testing import local_ray
 
-        ray_context = local_ray()  # a small Ray on 127.0.0.1; checks no actor or Ray process is left
-    else:
-        ray_context = contextlib.nullcontext()
+        ray_context = local_ray()
     with ray_context:
-        exec(compile(block, f"README.md python block {index}", "exec"), {})
-    deadline = time.monotonic() + 10
-    while (left := child_pids() - before) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not left, f"README block {index} left child processes: {sorted(left)}"
+        if "RayCollector(" in block:
+            import ray
+
+            env["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
+        out = run(command, tmp_path, env)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("readme, error", [
+    ("README.md", r"reap_mp\._procs\.WorkerError: collector worker \d exited with code 1 and (closed its pipe|sent no "
+                  r"reply) while starting\n\nMultiSyncCollector was constructed while a child process started with "
+                  r"the 'spawn' start method was importing the main script"),
+    ("packages/collectors-rpc/README.md", r"RemoteCollectorError: DistributedCollector: worker \d \(rank \d\) failed "
+                                          r"to start \(its process ended: exit code 1\)\n\nDistributedCollector was "
+                                          r"constructed while a child process started with the 'forkserver'"),
+])
+def test_readme_example_without_its_main_guard_explains_the_guard(readme, error, tmp_path):
+    block = next(b for b in python_blocks(readme) if GUARD in b)
+    path = tmp_path / "example.py"
+    path.write_text(without_main_guard(block))
+    out = run([sys.executable, str(path)], tmp_path, timeout=300)
+    assert out.returncode == 1
+    assert re.search(error, out.stderr), out.stderr[-3000:]
+    assert f"must sit under\n\n    {GUARD}" in out.stderr.rsplit("Error: ", 1)[-1]  # in the driver's error
