@@ -181,7 +181,7 @@ def test_split_trajectories_matches_manual_grouping():
     ids = torch.tensor([[0, 0, 2, 2, 2], [1, 3, 3, 4, 4]])
     td = TensorDict({("collector", "traj_ids"): ids, "x": torch.arange(10).reshape(2, 5)}, [2, 5])
     out = split_trajectories(td)
-    assert out["x"].tolist() == [[0, 1, 0], [5, 0, 0], [2, 3, 4], [6, 7, 0], [8, 9, 0]]
+    assert out["x"].tolist() == [[0, 1, 0], [2, 3, 4], [5, 0, 0], [6, 7, 0], [8, 9, 0]]  # rows first, as TorchRL
     assert out["collector", "mask"].sum().item() == 10
 
 

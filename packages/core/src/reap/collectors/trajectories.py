@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import warnings
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase, unravel_key
 
 
 class TrajIdCounter:
@@ -69,29 +70,72 @@ def mark_truncated(batch: TensorDictBase) -> TensorDictBase:
     return batch
 
 
-def split_trajectories(batch: TensorDictBase, *, traj_key=("collector", "traj_ids")) -> TensorDict:
-    """Regroup a batch by trajectory: ``[n_traj, max_len]``, zero-padded.
+def split_trajectories(
+    rollout_tensordict: TensorDictBase,
+    *,
+    prefix=None,
+    trajectory_key=None,
+    done_key=None,
+    as_nested: bool | torch.layout = False,
+) -> TensorDictBase:
+    """Regroup a batch by trajectory, TorchRL's ``split_trajectories``: ``[n_traj, max_len]``,
+    zero-padded, trajectories in the order they appear (rows first), steps in time order.
 
-    ``("collector", "mask")`` marks the valid steps. Works on ``[T]`` and ``[B, T]`` batches;
-    steps keep their time order.
+    The trajectory ids are read at ``trajectory_key``, else at ``(prefix, "traj_ids")`` (prefix
+    ``"collector"`` when the batch has a ``"collector"`` entry, none otherwise); if absent they
+    are made from ``("next", done_key)`` (``"done"``: a trajectory ends where it is set, and at
+    the end of each row) and written there. A ``"mask"`` entry beside the ids marks the valid
+    steps. A batch whose rows are each one whole trajectory comes back as it is, with the mask.
+    ``as_nested=True`` gives strided nested tensors of batch size ``[n_traj, -1]`` instead,
+    without padding or mask.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> done = torch.tensor([False, True, False, False, True]).unsqueeze(-1)
+        >>> batch = TensorDict({"x": torch.arange(5), ("next", "done"): done}, batch_size=[5])
+        >>> out = split_trajectories(batch, done_key="done")
+        >>> out["x"].tolist(), out["mask"].tolist()
+        ([[0, 1, 0], [2, 3, 4]], [[True, True, False], [True, True, True]])
     """
-    flat = batch.reshape(-1)
-    ids = flat.get(traj_key)
-    unique, inverse, counts = torch.unique(ids, return_inverse=True, return_counts=True)
-    n_traj, max_len = len(unique), int(counts.max())
-    order = torch.argsort(inverse, stable=True)
-    position = torch.arange(len(ids)) - torch.repeat_interleave(
-        torch.cumsum(counts, 0) - counts, counts
-    )
-    out = TensorDict(
-        {k: torch.zeros((n_traj, max_len, *v.shape[1:]), dtype=v.dtype)
-         for k, v in flat.items(include_nested=True, leaves_only=True)},
-        batch_size=[n_traj, max_len],
-    )
-    rows = inverse[order]
-    for key, value in flat.items(include_nested=True, leaves_only=True):
-        out.get(key)[rows, position] = value[order]
-    mask = torch.zeros(n_traj, max_len, dtype=torch.bool)
-    mask[rows, position] = True
-    out.set(("collector", "mask"), mask)
-    return out
+    if not rollout_tensordict.batch_dims:
+        raise ValueError("split_trajectories needs a batch with a time dimension (its last), got batch_size=[]")
+    if trajectory_key is not None:
+        ids_key = unravel_key(trajectory_key)
+        mask_key = "mask" if isinstance(ids_key, str) else (*ids_key[:-1], "mask")
+    else:
+        if prefix is None and "collector" in rollout_tensordict.keys():
+            prefix = "collector"
+        ids_key, mask_key = ("traj_ids", "mask") if prefix is None else ((prefix, "traj_ids"), (prefix, "mask"))
+    td = rollout_tensordict.copy()
+    ids = td.get(ids_key, None)
+    if ids is None:
+        ids = _ids_from_done(td, unravel_key(("next", done_key or "done")))
+        td.set(ids_key, ids)
+    lengths = torch.unique_consecutive(ids.reshape(-1), return_counts=True)[1].tolist()
+    flat = td.reshape(-1)
+    if as_nested is not False:
+        if as_nested not in (True, torch.strided):
+            raise ValueError(
+                f"split_trajectories: as_nested must be a bool or torch.strided, got {as_nested!r} (a "
+                "TensorDict of batch size [n_traj, -1] holds strided nested tensors only)"
+            )
+        with warnings.catch_warnings():  # torch calls its nested tensors a prototype
+            warnings.simplefilter("ignore", UserWarning)
+            return flat.apply(lambda v: torch.nested.as_nested_tensor(list(v.split(lengths))),
+                              batch_size=[len(lengths), -1])
+    if set(lengths) == {td.shape[-1]}:
+        td.set(mask_key, torch.ones(td.shape, dtype=torch.bool, device=ids.device))
+        return td.unsqueeze(0) if td.batch_dims == 1 else td
+    flat.set(mask_key, torch.ones(flat.shape, dtype=torch.bool, device=ids.device))
+    width = max(lengths)
+    return torch.stack([piece.pad([0, width - len(piece)]) for piece in flat.split(lengths)])
+
+
+def _ids_from_done(td: TensorDictBase, done_key) -> torch.Tensor:
+    """Trajectory ids from the done flags: a new id after each done step and at each row start."""
+    done = td.get(done_key).reshape(*td.shape, -1).any(-1)
+    rows = done.reshape(-1, done.shape[-1])
+    starts = torch.nn.functional.pad(rows[:, :-1], [1, 0]).long().cumsum(-1)
+    offsets = torch.cumsum(starts[:, -1] + 1, 0) - (starts[:, -1] + 1)
+    return (starts + offsets.unsqueeze(-1)).reshape(td.shape)
