@@ -96,7 +96,7 @@ def test_every_registered_path_gives_the_package_object():
     from reap.modules.tensordict_module.rnn import LSTMModule
     from reap.objectives.value.functional import vec_td_lambda_advantage_estimate
 
-    assert SamplerWithoutReplacement.__module__ == "reap_replay.samplers"
+    assert SamplerWithoutReplacement.__module__.startswith("reap_replay.samplers")
     assert LSTMModule.__module__ == "reap_rnn.modules"
     assert vec_td_lambda_advantage_estimate.__module__ == "reap_value.functional"
 

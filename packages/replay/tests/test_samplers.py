@@ -93,7 +93,8 @@ def test_alpha_zero_is_uniform_and_negative_index_skipped():
 
 def test_sampler_on_the_torch_op_tree_matches_the_numpy_tree(monkeypatch):
     """The sampler's device path (torch tensors throughout, as on CUDA) run on the CPU."""
-    from reap_replay import samplers, trees
+    from reap_replay import trees
+    from reap_replay.samplers import prioritized as samplers
 
     def run():
         torch.manual_seed(5)
@@ -125,7 +126,8 @@ def test_sampler_on_the_torch_op_tree_matches_the_numpy_tree(monkeypatch):
 
 @pytest.mark.parametrize("use_numpy", [True, False])
 def test_priorities_that_require_grad_are_read_detached(use_numpy, monkeypatch):
-    from reap_replay import samplers, trees
+    from reap_replay import trees
+    from reap_replay.samplers import prioritized as samplers
 
     tree = lambda *args, **kw: trees.PriorityTree(*args, use_numpy=use_numpy, **kw)  # noqa: E731
     monkeypatch.setattr(samplers, "PriorityTree", tree)

@@ -42,8 +42,8 @@ from reap_replay.samplers import (
     Sampler,
     SamplerWithoutReplacement,
     SliceSampler,
-    priority_of,
 )
+from reap_replay.samplers.base import priority_of
 from reap_replay.storages import LazyMemmapStorage, ListStorage, Storage, TensorStorage
 from reap_replay.torchrl_checkpoint import is_torchrl_checkpoint, read_torchrl_checkpoint
 from reap_replay.writers import RoundRobinWriter, TensorDictMaxValueWriter, Writer

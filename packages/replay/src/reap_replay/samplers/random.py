@@ -1,0 +1,30 @@
+""":class:`RandomSampler`: uniform sampling with replacement."""
+
+from __future__ import annotations
+
+import torch
+
+from reap_replay.samplers.base import _EMPTY, Sampler, _index_device
+
+
+class RandomSampler(Sampler):
+    """Uniform sampling with replacement.
+
+    Examples:
+        >>> from reap_replay.storages import LazyTensorStorage
+        >>> s = LazyTensorStorage(4)
+        >>> s.set(slice(0, 2), torch.zeros(2))
+        >>> index, _ = RandomSampler().sample(s, 5)
+        >>> index.shape, bool((index < 2).all())
+        (torch.Size([5]), True)
+    """
+
+    def sample(self, storage, batch_size: int):
+        n = len(storage)
+        if n == 0:
+            raise RuntimeError(_EMPTY)
+        index = torch.randint(n, (batch_size,), generator=self._rng)
+        device = _index_device(storage)
+        if device.type != "cpu":
+            index = index.to(device)
+        return index, {}

@@ -1,0 +1,370 @@
+""":class:`TensorStorage` and :class:`LazyTensorStorage`: rows of tensors or TensorDicts.
+
+A TensorDict storage reads and writes its leaf tensors directly (one ``index_select`` or slice
+copy per leaf): no per-item Python work and no generic TensorDict indexing on the hot path.
+"""
+
+from __future__ import annotations
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from reap_replay.storages.base import (
+    Storage,
+    _check_max_size,
+    _check_ndim,
+    _exact_cast,
+    _Leaf,
+    _name,
+    _new_td,
+    _row_reader,
+    _Rows,
+)
+
+
+class TensorStorage(Storage):
+    """A storage over pre-allocated tensors: a tensor or a TensorDict with ``max_size`` rows.
+
+    Args:
+        storage (torch.Tensor or TensorDict): the rows, ``storage.shape[0]`` of them.
+        max_size (int, optional): defaults to ``storage.shape[0]``.
+
+    Keyword Args:
+        device: where the rows live. Defaults to the storage's device.
+        ndim (int): only 1 is supported.
+
+    Examples:
+        >>> s = TensorStorage(torch.zeros(4, 2))
+        >>> s.set(slice(0, 1), torch.ones(1, 2))
+        >>> s.get(torch.tensor([0])).tolist()
+        [[1.0, 1.0]]
+    """
+
+    def __init__(self, storage, max_size=None, *, device="cpu", ndim: int = 1, compilable=False):
+        _check_ndim(ndim)
+        if storage is not None and max_size is None:
+            max_size = storage.shape[0]
+        super().__init__(_check_max_size(max_size))
+        self.device = torch.device(device) if device is not None else None
+        self._storage = None
+        self._leaves: list | None = None  # [(nested key, tensor)] for TensorDict storages
+        self._flat: list = []  # [(name, buffer, row shape, dtype)], in the order _checked reads
+        self._spec = None
+        self._root: _Leaf | None = None  # the storage itself, when it is one tensor
+        if storage is not None:
+            self._attach(storage)
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def initialized(self) -> bool:
+        return self._storage is not None
+
+    def _attach(self, storage) -> None:
+        """Adopts ``storage`` (tensor or TensorDict with ``max_size`` rows) as the data."""
+        if storage.shape[0] != self.max_size:
+            raise ValueError(
+                f"storage has {storage.shape[0]} rows but max_size={self.max_size}; they must match"
+            )
+        self._storage = storage
+        if isinstance(storage, TensorDictBase):
+            self._leaves = list(storage.items(include_nested=True, leaves_only=True))
+            self._spec = self._make_spec(storage)
+            self._root = None
+        else:
+            self._leaves = None
+            self._spec = None
+            self._root = _Leaf(storage)
+        self._flat = []
+        self._flatten(self._spec, ())
+
+    def _flatten(self, spec, prefix) -> None:
+        if spec is None:
+            buf = self._storage
+            self._flat.append(("the data", buf, tuple(buf.shape[1:]), buf.dtype))
+            return
+        for key, entry in spec[1]:
+            if isinstance(entry, tuple):
+                self._flatten(entry, prefix + (key,))
+            else:
+                buf = entry.tensor
+                self._flat.append((prefix + (key,), buf, tuple(buf.shape[1:]), buf.dtype))
+
+    def _make_spec(self, td: TensorDictBase):
+        """A nested description used to assemble output TensorDicts quickly."""
+        entries = []
+        for key, value in td.items():
+            if isinstance(value, TensorDictBase):
+                entries.append((key, self._make_spec(value)))
+            elif isinstance(value, torch.Tensor):
+                entries.append((key, _Leaf(value)))
+            else:
+                raise TypeError(f"entry {key!r} of type {type(value).__name__} cannot be stored")
+        return (tuple(td.batch_size[1:]), entries)
+
+    def _assemble(self, spec, fn, lead: tuple):
+        item_dims, entries = spec
+        source = {}
+        for key, value in entries:
+            source[key] = self._assemble(value, fn, lead) if isinstance(value, tuple) else fn(value)
+        return _new_td(source, torch.Size(lead + item_dims), self.device)
+
+    def _alloc(self, shape, dtype, key):
+        return torch.empty(shape, dtype=dtype, device=self.device)
+
+    def _init_from(self, example) -> None:
+        """Allocates rows shaped like ``example`` (one item, without the leading dim)."""
+        if self.device is None:
+            self.device = example.device if example.device is not None else torch.device("cpu")
+        if isinstance(example, TensorDictBase):
+            bufs = {}
+            for key, leaf in example.items(include_nested=True, leaves_only=True):
+                if not isinstance(leaf, torch.Tensor):
+                    raise TypeError(f"entry {key!r} of type {type(leaf).__name__} cannot be stored")
+                bufs[key] = self._alloc((self.max_size, *leaf.shape), leaf.dtype, key)
+            storage = TensorDict(
+                batch_size=[self.max_size, *example.batch_size], device=self.device
+            )
+            self._fill_nested(storage, example, bufs)
+        elif isinstance(example, torch.Tensor):
+            storage = self._alloc((self.max_size, *example.shape), example.dtype, "_")
+        else:
+            raise TypeError(
+                f"{type(self).__name__} stores tensors or TensorDicts, got {type(example).__name__}; "
+                "use ListStorage for other objects"
+            )
+        self._attach(storage)
+        self._after_init()
+
+    def _fill_nested(self, storage, example, bufs, prefix=()) -> None:
+        # Nested TensorDicts keep their own batch sizes (their item dims may exceed the parent's).
+        for key, value in example.items():
+            full = prefix + (key,)
+            if isinstance(value, TensorDictBase):
+                sub = TensorDict(batch_size=[self.max_size, *value.batch_size], device=self.device)
+                self._fill_nested(sub, value, bufs, full)
+                storage._set_str(key, sub, validated=True, inplace=False)
+            else:
+                storage._set_str(key, bufs[full if prefix else key], validated=True, inplace=False)
+
+    def _after_init(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ writes
+    def set(self, index, data) -> None:
+        """Writes ``data`` (rows along dim 0) at ``index``: a ``slice`` or a 1-D LongTensor.
+
+        All or nothing: every entry is checked before any is written. The data must hold
+        exactly the storage's entries (those of its first write), each with the storage's row
+        shape (nothing is broadcast) and its dtype, or a dtype that casts to it exactly (an
+        integral float into an integer entry: yes; 0.9: no). The error names the entry.
+        """
+        if isinstance(index, int):
+            index = slice(index, index + 1)
+            data = data.unsqueeze(0)
+        self._write(index, self._checked(data))
+
+    def _checked(self, data) -> _Rows:
+        if self._storage is None:
+            if not isinstance(data, (torch.Tensor, TensorDictBase)):
+                self._init_from(data)  # raises the type error
+            self._init_from(data[0])
+        if self._spec is None:
+            if not isinstance(data, torch.Tensor):
+                raise TypeError(f"this storage holds tensors, got {type(data).__name__}")
+            return _Rows([self._fit(self._flat[0], data, data.shape[0])])
+        if not isinstance(data, TensorDictBase):
+            raise TypeError(f"this storage holds TensorDicts, got {type(data).__name__}")
+        values: list = []
+        self._collect(self._spec, data, (), values)
+        n = data.shape[0]
+        return _Rows([self._fit(leaf, value, n) for leaf, value in zip(self._flat, values)])
+
+    def _collect(self, spec, td, prefix, out: list) -> None:
+        """Appends ``td``'s leaves to ``out`` in the order of ``spec``, refusing missing and extra
+        entries. A plain TensorDict's own dict is read directly (a dict lookup per entry; the
+        public ``get`` costs some microseconds each, ``keys(True, True)`` tens)."""
+        src = td._tensordict if type(td) is TensorDict else dict(td.items())
+        entries = spec[1]
+        if len(src) != len(entries) or any(key not in src for key, _ in entries):
+            self._refuse_keys(entries, src, prefix)
+        for key, entry in entries:
+            value = src[key]
+            if isinstance(entry, tuple):
+                if not isinstance(value, TensorDictBase):
+                    raise TypeError(
+                        f"entry {_name(prefix + (key,))} is a {type(value).__name__}; the storage "
+                        "holds a TensorDict there"
+                    )
+                self._collect(entry, value, prefix + (key,), out)
+            elif not isinstance(value, torch.Tensor):
+                raise TypeError(
+                    f"entry {_name(prefix + (key,))} is a {type(value).__name__}; the storage "
+                    "holds a tensor there"
+                )
+            else:
+                out.append(value)
+
+    @staticmethod
+    def _refuse_keys(entries, src, prefix) -> None:
+        mine = [key for key, _ in entries]
+        missing = [_name(prefix + (k,)) for k in mine if k not in src]
+        if missing:
+            raise KeyError(
+                f"the data has no entry {', '.join(missing)}, which the storage holds; every "
+                "write must carry the keys of the first one"
+            )
+        extra = [_name(prefix + (k,)) for k in src if k not in mine]
+        raise KeyError(
+            f"the data has entries the storage does not hold: {', '.join(extra)}; every write "
+            "must carry exactly the keys of the first one (drop them, or store them from the "
+            "first write on)"
+        )
+
+    @staticmethod
+    def _fit(leaf, value: torch.Tensor, n: int) -> torch.Tensor:
+        key, _, row_shape, dtype = leaf
+        if value.shape[0] != n or value.shape[1:] != row_shape:
+            raise ValueError(
+                f"{'entry ' + _name(key) if key != 'the data' else key} has shape "
+                f"{list(value.shape)}, expected {[n, *row_shape]}: shapes must match the "
+                "storage's rows exactly (nothing is broadcast)"
+            )
+        if value.dtype != dtype:
+            value = _exact_cast(key, value, dtype)
+        return value
+
+    def _write(self, index, rows: _Rows) -> None:
+        for leaf, value in zip(self._flat, rows.values):
+            self._write_leaf(leaf[1], index, value)
+        stop = index.stop if isinstance(index, slice) else int(index.max()) + 1
+        if stop > self._len:
+            self._len = stop
+
+    @staticmethod
+    def _write_leaf(buf, index, value) -> None:
+        """Writes checked rows (same row shape and dtype) into ``buf``."""
+        if isinstance(index, slice):
+            buf[index].copy_(value, non_blocking=True)
+        else:
+            if value.device != buf.device:
+                value = value.to(buf.device)
+            buf.index_copy_(0, index.to(buf.device), value)
+
+    # ------------------------------------------------------------------- reads
+    def get(self, index):
+        """Rows at ``index`` (int, slice or LongTensor of any shape), as new tensors.
+
+        An int or a slice counts over the rows written so far, as a list would: ``get(-1)`` is
+        the last written row and ``get(slice(None))`` every written row, never the unwritten
+        tail of the buffer.
+        """
+        if self._storage is None:
+            raise RuntimeError("cannot read from a storage that was never written to")
+        if isinstance(index, torch.Tensor) and index.ndim == 0:
+            index = int(index)
+        if isinstance(index, int):
+            i = self._row(index)
+            fn = lambda leaf: leaf.tensor[i].clone()  # noqa: E731
+            lead = ()
+        elif isinstance(index, slice) and (index.step or 1) > 0:
+            index = slice(*index.indices(len(self)))
+            fn = lambda leaf: leaf.tensor[index].clone()  # noqa: E731
+            lead = (len(range(index.start, index.stop, index.step)),)
+        else:
+            if isinstance(index, slice):  # torch slices cannot step backwards
+                index = torch.arange(*index.indices(len(self)))
+            if not isinstance(index, torch.Tensor) or index.device != self.device:
+                index = torch.as_tensor(index, device=self.device)
+            if index.ndim == 1:
+                fn = _row_reader(index)
+            else:
+                read, shape = _row_reader(index.reshape(-1)), index.shape
+                fn = lambda leaf: read(leaf).view(*shape, *leaf.tensor.shape[1:])  # noqa: E731
+            lead = tuple(index.shape)
+        if self._leaves is None:
+            return fn(self._root)
+        return self._assemble(self._spec, fn, lead)
+
+    def _row(self, index: int) -> int:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of range: the storage holds {n} rows")
+        return index % n
+
+    def get_leaf(self, key):
+        """The full buffer of one TensorDict entry (a view; for samplers reading flags)."""
+        return self._storage.get(key, None)
+
+    # ------------------------------------------------------------------- state
+    def _empty(self) -> None:
+        super()._empty()
+
+    def state_dict(self) -> dict:
+        """Plain values and (nested dicts of) tensors, loadable with ``weights_only=True``."""
+        storage = self._storage
+        item_dims = []
+        if isinstance(storage, TensorDictBase):
+            item_dims = list(storage.batch_size[1:])
+            storage = storage.to_dict()
+        return {"_storage": storage, "_item_dims": item_dims, "_len": self._len,
+                "initialized": self.initialized}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        storage = state_dict["_storage"]
+        if isinstance(storage, dict):
+            storage = TensorDict(
+                storage, batch_size=[self.max_size, *state_dict.get("_item_dims", [])]
+            )
+        if storage is not None:
+            if self._storage is None:
+                self._init_from(storage[0])
+            if self._leaves is None:
+                self._storage.copy_(storage)
+            else:
+                for key, buf in self._leaves:
+                    buf.copy_(storage.get(key))
+        self._len = int(state_dict["_len"])
+
+    def leaf_items(self):
+        """``[(name, tensor)]`` of the stored buffers (one entry ``"_"`` for a tensor storage)."""
+        if self._storage is None:
+            return []
+        if self._leaves is None:
+            return [((), self._storage)]
+        return [(k if isinstance(k, tuple) else (k,), v) for k, v in self._leaves]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)}, device={self.device})"
+
+
+class LazyTensorStorage(TensorStorage):
+    """Tensors allocated on the first write: ``max_size`` rows on ``device``.
+
+    Args:
+        max_size (int): how many items it holds.
+
+    Keyword Args:
+        device (torch.device or str): where the rows live. Defaults to ``"cpu"``.
+        ndim (int): only 1 is supported (items along the first dimension).
+        compilable, consolidated, shared_init, cleanup_memmap: accepted for TorchRL compatibility.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> s = LazyTensorStorage(10)
+        >>> s.set(slice(0, 2), TensorDict({"obs": torch.zeros(2, 3)}, [2]))
+        >>> s.get(torch.tensor([1]))["obs"].shape
+        torch.Size([1, 3])
+    """
+
+    def __init__(
+        self,
+        max_size: int,
+        *,
+        device="cpu",
+        ndim: int = 1,
+        compilable: bool = False,
+        consolidated: bool = False,
+        shared_init: bool = False,
+        cleanup_memmap: bool = True,
+    ):
+        super().__init__(None, _check_max_size(max_size), device=device, ndim=ndim)
