@@ -26,7 +26,20 @@ class MultiStep(torch.nn.Module):
     rewards of the same trajectory within the batch (the original is kept as
     ``("next", "original_reward")``), the other ``"next"`` entries (flags excepted) are those of
     the last of those steps, and ``steps_to_next_obs``, ``gamma`` (the discount of the value
-    there) and ``nonterminal`` are added. The time dim is the batch's last.
+    there) and ``nonterminal`` (False at a trajectory's last step and where
+    ``("collector", "mask")`` is False) are added. Time is the batch's last dim; any number of
+    leading dims, and ``n_steps`` longer than the batch, are fine. A ``("next", "done")`` with
+    more dims than the batch (one flag per agent) makes those dims batch dims, as in TorchRL.
+    The keys read are the attributes ``done_key``, ``done_keys``, ``reward_keys`` and
+    ``mask_key``, as TorchRL's.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> done = torch.tensor([[False, True, False]]).unsqueeze(-1)
+        >>> batch = TensorDict({"next": {"reward": torch.ones(1, 3, 1), "done": done}}, [1, 3])
+        >>> MultiStep(gamma=0.9, n_steps=5)(batch)["steps_to_next_obs"].tolist()
+        [[2, 1, 1]]
     """
 
     def __init__(self, gamma: float, n_steps: int):
@@ -36,43 +49,67 @@ class MultiStep(torch.nn.Module):
         if not 0 < gamma <= 1:
             raise ValueError(f"MultiStep: gamma must be in (0, 1], got {gamma!r}")
         self.gamma, self.n_steps = gamma, n_steps
+        gammas = torch.tensor([gamma**i for i in range(n_steps + 1)], dtype=torch.float)
+        self.register_buffer("gammas", gammas.reshape(1, 1, -1))
+        self.done_key = "done"
+        self.done_keys = DONE_KEYS
+        self.reward_keys = ("reward",)
+        self.mask_key = ("collector", "mask")
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         td = tensordict.clone(False)
-        done = td.get(("next", "done"))
-        if done.shape != td.shape:
-            if done.shape[:-1] != td.shape or done.shape[-1] != 1:
-                raise ValueError(
-                    f"MultiStep: ('next', 'done') has shape {tuple(done.shape)}; expected the batch "
-                    f"shape {tuple(td.shape)} with a trailing 1"
-                )
+        ndim = td.batch_dims
+        done = td.get(("next", self.done_key))
+        if done.shape[:-1] == td.shape and done.shape[-1] == 1:
             done = done.squeeze(-1)
-        *batch, T = td.batch_size
-        time = torch.arange(T, device=done.device)
-        ends = torch.where(done, time, T - 1)
-        ends = ends.flip(-1).cummin(-1).values.flip(-1)  # the last step of each step's trajectory
-        ahead = torch.clamp(ends - time, max=self.n_steps - 1)  # steps to the gathered "next"
-        reward = td.get(("next", "reward"))
-        summed = torch.zeros_like(reward)
-        for i in range(self.n_steps):
-            shifted = torch.zeros_like(reward)
-            shifted[..., : T - i, :] = reward[..., i:, :]
-            keep = (i <= ends - time).unsqueeze(-1)
-            summed += (self.gamma**i) * shifted * keep
-        index = time + ahead
+        elif done.shape != td.shape:
+            try:  # one flag per agent: the done's dims become the batch's, time moved last
+                td.batch_size = done.shape
+            except RuntimeError as err:
+                raise ValueError(
+                    f"MultiStep: ('next', {self.done_key!r}) has shape {tuple(done.shape)}, not the batch "
+                    f"shape {tuple(tensordict.shape)} (with a trailing 1); a done of more dims (one per "
+                    "agent) needs every entry to start with its shape, and some do not"
+                ) from err
+            td = td.transpose(ndim - 1, td.batch_dims - 1)
+            done = td.get(("next", self.done_key))
+        *batch, length = td.batch_size
+        time = torch.arange(length, device=done.device)
+        ends = torch.where(done.bool(), time, length - 1).flip(-1).cummin(-1).values.flip(-1)
+        span = ends - time  # later steps of the same trajectory within the batch
+        ahead = span.clamp(max=self.n_steps - 1)
         nxt = td.get("next")
-        gathered = nxt.exclude("reward", *DONE_KEYS).apply(
-            lambda x: x.gather(len(batch), _expand_index(index, x, len(batch)))
+        gathered = nxt.exclude(*self.reward_keys, *self.done_keys).apply(
+            lambda x: x.gather(len(batch), _expand_right(time + ahead, x))
         )
-        td.set("steps_to_next_obs", ahead + 1)
-        nxt.rename_key_("reward", "original_reward")
-        nxt.set("reward", summed)
+        for key in self.reward_keys:
+            reward = nxt.get(key)
+            nxt.rename_key_(key, "original_reward")
+            nxt.set(key, self._sum(reward, span, len(batch)))
         nxt.update(gathered)
+        td.set("steps_to_next_obs", ahead + 1)
         td.set("gamma", self.gamma ** (ahead + 1))
-        td.set("nonterminal", ahead != 0)
+        nonterminal = ahead != 0
+        mask = td.get(self.mask_key, None) if self.mask_key is not None else None
+        if mask is not None:
+            nonterminal &= mask.reshape(nonterminal.shape)
+        td.set("nonterminal", nonterminal)
+        if td.batch_dims != ndim:
+            td = td.transpose(ndim - 1, td.batch_dims - 1)
+            td.batch_size = td.batch_size[:ndim]
         return td
 
+    def _sum(self, reward: torch.Tensor, span: torch.Tensor, dim: int) -> torch.Tensor:
+        """``sum_i gamma^i reward[t + i]`` over the ``n_steps`` steps from ``t`` in its trajectory."""
+        length = reward.shape[dim]
+        out = reward.clone()
+        for i in range(1, min(self.n_steps, length)):
+            later = reward.narrow(dim, i, length - i) * (self.gamma**i)
+            later = later * _expand_right(span.narrow(-1, 0, length - i) >= i, later)
+            out.narrow(dim, 0, length - i).add_(later)
+        return out
 
-def _expand_index(index: torch.Tensor, value: torch.Tensor, time_dim: int) -> torch.Tensor:
-    shape = (*index.shape, *([1] * (value.ndim - index.ndim)))
-    return index.reshape(shape).expand(*index.shape, *value.shape[time_dim + 1:])
+
+def _expand_right(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``t`` with trailing singleton dims added and expanded to ``like``'s shape."""
+    return t.reshape(*t.shape, *([1] * (like.ndim - t.ndim))).expand_as(like)
