@@ -116,8 +116,8 @@ def test_bad_constructor_arguments():
         PrioritizedReplayBuffer(alpha=-1, beta=0.5, storage=LazyTensorStorage(4))
     with pytest.raises(TypeError, match="storage must be"):
         ReplayBuffer(storage=42)
-    with pytest.raises(NotImplementedError, match="shared"):
-        ReplayBuffer(shared=True)
+    with pytest.raises(NotImplementedError, match=r"ReplayBuffer\(sample_unit=...\): TorchRL's sample units"):
+        ReplayBuffer(sample_unit=object())
     with pytest.raises(ValueError, match="TensorDict"):
         TensorDictReplayBuffer(storage=LazyTensorStorage(4)).extend(torch.zeros(3))
 
@@ -185,7 +185,8 @@ def test_transform_and_inverse():
 
     rb = ReplayBuffer(storage=LazyTensorStorage(10), transform=Scale(), batch_size=3)
     rb.extend(torch.zeros(5))
-    assert rb[:5].tolist() == [1.0] * 5
+    assert rb.storage[:5].tolist() == [1.0] * 5
+    assert rb[:5].tolist() == [10.0] * 5  # reads by index are transformed too, as TorchRL's
     assert rb.sample().tolist() == [10.0] * 3
     rb.append_transform(lambda x: x - 1)
     assert rb.sample().tolist() == [9.0] * 3

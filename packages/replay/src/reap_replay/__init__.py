@@ -19,6 +19,7 @@ Examples:
 
 from reap_replay.buffers import (
     PrioritizedReplayBuffer,
+    RemoteTensorDictReplayBuffer,
     ReplayBuffer,
     TensorDictPrioritizedReplayBuffer,
     TensorDictReplayBuffer,
@@ -57,6 +58,7 @@ __all__ = [
     "PrioritizedSampler",
     "PriorityTree",
     "RandomSampler",
+    "RemoteTensorDictReplayBuffer",
     "ReplayBuffer",
     "RoundRobinWriter",
     "Sampler",

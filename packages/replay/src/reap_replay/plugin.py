@@ -16,8 +16,8 @@ _SUBMODULES = {
     "samplers": ("PrioritizedSampler", "RandomSampler", "Sampler", "SamplerWithoutReplacement",
                  "SliceSampler"),
     "writers": ("RoundRobinWriter", "TensorDictMaxValueWriter", "TensorDictRoundRobinWriter", "Writer"),
-    "replay_buffers": ("PrioritizedReplayBuffer", "ReplayBuffer", "TensorDictPrioritizedReplayBuffer",
-                       "TensorDictReplayBuffer"),
+    "replay_buffers": ("PrioritizedReplayBuffer", "RemoteTensorDictReplayBuffer", "ReplayBuffer",
+                       "TensorDictPrioritizedReplayBuffer", "TensorDictReplayBuffer"),
 }
 #: TorchRL's module paths of each name (reap's own extras, such as ``PriorityTree``, have none).
 MODULES = {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing.context
+
+import numpy as np
 import torch
 from tensordict import TensorDict
 
@@ -20,6 +23,27 @@ def _check_ndim(ndim):
             f"ndim={ndim} is not supported: reap-replay storages hold items along their first "
             "dimension only (ndim=1). A [n_envs, T] batch is stored as n_envs items of length T."
         )
+
+
+def _spawning() -> bool:
+    """Whether the object being pickled is on its way to a new process (spawn, forkserver)."""
+    return multiprocessing.context.get_spawning_popen() is not None
+
+
+def _as_index(index):
+    """``index`` as an int, a slice or a LongTensor: ranges, lists and NumPy arrays too."""
+    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+        return int(index)
+    if isinstance(index, range) and index.step > 0:
+        return slice(index.start, index.stop, index.step)
+    if isinstance(index, (slice, torch.Tensor)):
+        return index
+    if isinstance(index, (range, list, np.ndarray)):
+        return torch.as_tensor(np.asarray(index, dtype=np.int64))
+    raise TypeError(
+        f"cannot index a storage with a {type(index).__name__}: use an int, a slice, a range, a "
+        "list or array of ints, or a LongTensor"
+    )
 
 
 def _new_td(source: dict, batch_size, device):
@@ -44,6 +68,9 @@ class _Leaf:
     def __init__(self, tensor: torch.Tensor):
         self.tensor = tensor
         self.array = _numpy_view(tensor)
+
+    def __reduce__(self):
+        return _Leaf, (self.tensor,)  # the view is of this process's memory: made anew
 
 
 def _row_reader(index: torch.Tensor):
@@ -106,13 +133,20 @@ def _exact_cast(key, value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 class Storage:
     """Base class of storages: ``set``, ``get``, ``__len__``, ``state_dict``.
 
+    ``storage[index]`` reads as ``get``; ``storage[index] = data`` writes as ``set`` (it never
+    moves a writer's cursor); ``for item in storage`` reads the items in order; ``i in storage``
+    says whether slot ``i`` holds an item.
+
     Examples:
         >>> from reap_replay.storages import ListStorage
-        >>> isinstance(ListStorage(3), Storage)
-        True
+        >>> s = ListStorage(3)
+        >>> s.set(range(2), ["a", "b"])
+        >>> isinstance(s, Storage), list(s), 1 in s, 2 in s
+        (True, ['a', 'b'], True, False)
     """
 
     ndim = 1
+    _rng: torch.Generator | None = None
 
     def __init__(self, max_size):
         self.max_size = max_size
@@ -124,6 +158,37 @@ class Storage:
 
     def __getitem__(self, index):
         return self.get(index)
+
+    def __setitem__(self, index, value) -> None:
+        self.set(index, value)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def contains(self, item):
+        """Whether slot ``item`` (an int, or each of a tensor of ints) holds an item."""
+        n = len(self)
+        if isinstance(item, torch.Tensor):
+            item = torch.where(item < 0, item + n, item)
+            return (item >= 0) & (item < n)
+        if isinstance(item, int):
+            return 0 <= (item + n if item < 0 else item) < n
+        raise TypeError(f"contains() takes an int or a tensor of ints, got {type(item).__name__}")
+
+    def __contains__(self, item) -> bool:
+        return bool(self.contains(item))
+
+    def attach(self, buffer) -> None:
+        """TorchRL's hook for buffers reading this storage; reap's buffers need none."""
+
+    @property
+    def _is_full(self) -> bool:
+        return self.max_size is not None and len(self) >= self.max_size
+
+    def flatten(self) -> Storage:
+        """This storage (its items are along one dimension)."""
+        return self
 
     def _record_progress(self, cursor: int, write_count: int) -> None:
         self._last_cursor = cursor

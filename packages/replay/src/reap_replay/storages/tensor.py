@@ -7,10 +7,12 @@ copy per leaf): no per-item Python work and no generic TensorDict indexing on th
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDict, TensorDictBase, is_tensorclass
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from reap_replay.storages.base import (
     Storage,
+    _as_index,
     _check_max_size,
     _check_ndim,
     _exact_cast,
@@ -20,6 +22,28 @@ from reap_replay.storages.base import (
     _row_reader,
     _Rows,
 )
+
+
+def _unsqueeze(data):
+    """One item as a batch of one."""
+    if isinstance(data, (torch.Tensor, TensorDictBase)) or is_tensorclass(data):
+        return data.unsqueeze(0)
+    if isinstance(data, list):
+        return [data]
+    return tree_map(lambda x: x.unsqueeze(0), data)
+
+
+def _stack(items: list):
+    """A list of items as one batch: stacked tensors, TensorDicts or tensorclasses, or a pytree
+    of stacked leaves."""
+    first = items[0]
+    if isinstance(first, (torch.Tensor, TensorDictBase)) or is_tensorclass(first):
+        return torch.stack(items)
+    leaves = [tree_flatten(item) for item in items]
+    spec = leaves[0][1]
+    if any(s != spec for _, s in leaves):
+        raise ValueError("the elements do not share one tree structure")
+    return tree_unflatten([torch.stack(column) for column in zip(*(x for x, _ in leaves))], spec)
 
 
 class TensorStorage(Storage):
@@ -42,8 +66,18 @@ class TensorStorage(Storage):
 
     def __init__(self, storage, max_size=None, *, device="cpu", ndim: int = 1, compilable=False):
         _check_ndim(ndim)
-        if storage is not None and max_size is None:
-            max_size = storage.shape[0]
+        if storage is None and max_size is None:
+            raise ValueError("Expected storage to be non-null.")
+        self._codec = None  # how other data (pytrees, tensorclasses) is stored: see _encode
+        if storage is not None:
+            storage = self._encode(storage)
+            if max_size is None:
+                max_size = storage.shape[0]
+            elif max_size != storage.shape[0]:
+                raise ValueError(
+                    "The max-size and the storage shape mismatch: got "
+                    f"max_size={max_size} for a storage of shape {storage.shape}."
+                )
         super().__init__(_check_max_size(max_size))
         self.device = torch.device(device) if device is not None else None
         self._storage = None
@@ -53,6 +87,7 @@ class TensorStorage(Storage):
         self._root: _Leaf | None = None  # the storage itself, when it is one tensor
         if storage is not None:
             self._attach(storage)
+            self._len = self.max_size  # a given storage is full, as in TorchRL
 
     # ------------------------------------------------------------------ layout
     @property
@@ -151,22 +186,24 @@ class TensorStorage(Storage):
 
     # ------------------------------------------------------------------ writes
     def set(self, index, data) -> None:
-        """Writes ``data`` (rows along dim 0) at ``index``: a ``slice`` or a 1-D LongTensor.
+        """Writes ``data`` (rows along dim 0) at ``index``: an int, a slice, a range, a list or
+        a LongTensor.
 
         All or nothing: every entry is checked before any is written. The data must hold
         exactly the storage's entries (those of its first write), each with the storage's row
         shape (nothing is broadcast) and its dtype, or a dtype that casts to it exactly (an
         integral float into an integer entry: yes; 0.9: no). The error names the entry.
         """
+        index = _as_index(index)
         if isinstance(index, int):
             index = slice(index, index + 1)
-            data = data.unsqueeze(0)
+            data = _unsqueeze(data)
         self._write(index, self._checked(data))
 
     def _checked(self, data) -> _Rows:
+        if not isinstance(data, (torch.Tensor, TensorDictBase)):
+            data = self._encode(data)
         if self._storage is None:
-            if not isinstance(data, (torch.Tensor, TensorDictBase)):
-                self._init_from(data)  # raises the type error
             self._init_from(data[0])
         if self._spec is None:
             if not isinstance(data, torch.Tensor):
@@ -178,6 +215,53 @@ class TensorStorage(Storage):
         self._collect(self._spec, data, (), values)
         n = data.shape[0]
         return _Rows([self._fit(leaf, value, n) for leaf, value in zip(self._flat, values)])
+
+    def _encode(self, data):
+        """``data`` as a tensor or a TensorDict, as this storage keeps it.
+
+        A list holds one item per element (they are stacked); a tensorclass is kept as its
+        TensorDict; any other pytree (dicts, tuples, ... of tensors) as a TensorDict of its
+        leaves. The first such write fixes the structure that reads give back (:meth:`_decode`).
+        """
+        if isinstance(data, (torch.Tensor, TensorDictBase)):
+            return data
+        if isinstance(data, list):
+            try:
+                data = _stack(data)
+            except Exception as err:
+                raise RuntimeError(
+                    "Stacking the elements of the list resulted in an error: "
+                    f"{type(self).__name__} expects all elements of a list (one item each) to have "
+                    "the same structure and shapes; pass a tuple for a pytree whose leaves hold "
+                    f"the items along their first dimension ({err})"
+                ) from err
+            return self._encode(data)
+        if is_tensorclass(data):
+            codec = ("tensorclass", type(data))
+            td = data._tensordict
+        else:
+            leaves, spec = tree_flatten(data)
+            if not leaves or not all(isinstance(x, torch.Tensor) for x in leaves):
+                raise TypeError(
+                    f"{type(self).__name__} stores tensors, TensorDicts, tensorclasses and pytrees of "
+                    f"tensors, got {type(data).__name__}; use ListStorage for other objects"
+                )
+            codec = ("pytree", spec)
+            td = TensorDict({str(i): x for i, x in enumerate(leaves)}, leaves[0].shape[:1])
+        if self._codec is None:
+            self._codec = codec
+        elif self._codec != codec:
+            raise ValueError(
+                f"the data's structure {codec[1]} is not the storage's ({self._codec[1]}): every "
+                "write must have the structure of the first one"
+            )
+        return td
+
+    def _decode(self, out):
+        kind, how = self._codec
+        if kind == "tensorclass":
+            return how._from_tensordict(out)
+        return tree_unflatten([out.get(str(i)) for i in range(how.num_leaves)], how)
 
     def _collect(self, spec, td, prefix, out: list) -> None:
         """Appends ``td``'s leaves to ``out`` in the order of ``spec``, refusing missing and extra
@@ -259,7 +343,11 @@ class TensorStorage(Storage):
         tail of the buffer.
         """
         if self._storage is None:
-            raise RuntimeError("cannot read from a storage that was never written to")
+            raise RuntimeError(
+                "Cannot get elements out of a non-initialized storage: write to it first"
+            )
+        if not isinstance(index, (int, slice, torch.Tensor)):
+            index = _as_index(index)
         if isinstance(index, torch.Tensor) and index.ndim == 0:
             index = int(index)
         if isinstance(index, int):
@@ -283,7 +371,8 @@ class TensorStorage(Storage):
             lead = tuple(index.shape)
         if self._leaves is None:
             return fn(self._root)
-        return self._assemble(self._spec, fn, lead)
+        out = self._assemble(self._spec, fn, lead)
+        return out if self._codec is None else self._decode(out)
 
     def _row(self, index: int) -> int:
         n = len(self)

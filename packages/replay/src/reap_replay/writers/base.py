@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, is_tensorclass
+from torch.utils._pytree import tree_leaves
 
 
 def _batch_len(data) -> int:
-    if isinstance(data, (torch.Tensor, TensorDictBase)):
-        if data.ndim == 0:
-            raise ValueError("extend() needs data with a leading batch dimension; use add()")
-        return data.shape[0]
-    return len(data)
+    """How many items ``data`` holds: its first dimension, one per element of a list, or the
+    first dimension of a pytree's leaves (a dict or tuple of tensors)."""
+    if isinstance(data, list):
+        return len(data)
+    if not isinstance(data, (torch.Tensor, TensorDictBase)) and not is_tensorclass(data):
+        leaves = tree_leaves(data)
+        if not leaves or not isinstance(leaves[0], torch.Tensor):
+            return len(data)
+        data = leaves[0]
+    if data.ndim == 0:
+        raise ValueError("extend() needs data with a leading batch dimension; use add()")
+    return data.shape[0]
 
 
 class Writer:

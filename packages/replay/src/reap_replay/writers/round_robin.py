@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDictBase
 
 from reap_replay.writers.base import Writer, _batch_len
 
@@ -71,9 +70,7 @@ class RoundRobinWriter(Writer):
         else:
             first, n_write = start, n
         end = first + n_write
-        if not isinstance(data, (torch.Tensor, TensorDictBase)):
-            storage._write(index[n - n_write :], rows)
-        elif end <= max_size:
+        if end <= max_size:
             storage._write(slice(first, end), rows)
         else:
             split = max_size - first
