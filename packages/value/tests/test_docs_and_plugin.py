@@ -13,6 +13,7 @@ MODULES = [
     "reap_value",
     "reap_value._checks",
     "reap_value._scan",
+    "reap_value._standardize",
     "reap_value.functional",
     "reap_value.estimators",
     "reap_value.multiagent",

@@ -88,20 +88,15 @@ def test_gae_average_and_set_keys():
     assert abs(adv.std().item() - 1.0) < 1e-5
     assert ("t", "x") in td.keys(True)
     assert gae.tensor_keys.value == "v"
-    assert ("next", "v") in gae.out_keys and ("next", "r") in gae.in_keys
+    assert gae.out_keys == ["adv", ("t", "x")] and ("next", "r") in gae.in_keys
 
 
-def test_deprecated_key_arguments():
-    gae = rv.GAE(
-        gamma=0.9,
-        lmbda=0.9,
-        value_network=None,
-        advantage_key="a",
-        value_target_key="vt",
-        value_key="sv",
-    )
-    assert (gae.tensor_keys.advantage, gae.tensor_keys.value_target) == ("a", "vt")
-    assert gae.tensor_keys.value == "sv"
+@pytest.mark.parametrize("name", ["advantage_key", "value_target_key", "value_key"])
+def test_deprecated_key_arguments_are_refused(name):
+    """As in TorchRL: the keys are set with set_keys, which the error names."""
+    fix = name.removesuffix("_key")
+    with pytest.raises(RuntimeError, match=rf"'{name}' via constructor is deprecated, use \.set_keys\({fix}="):
+        rv.GAE(gamma=0.9, lmbda=0.9, value_network=None, **{name: "a"})
 
 
 def test_no_value_network_reads_values():
@@ -195,11 +190,19 @@ def test_terminated_defaults_to_done():
 
 
 def test_differentiable_and_params():
+    """differentiable: gradients reach the batch's tensors, never the value network's parameters
+    (TorchRL holds the network out), and the next value is detached."""
     net = _network()
     td = _batch()
+    td["next", "reward"].requires_grad_()
     rv.GAE(gamma=0.9, lmbda=0.8, value_network=net, differentiable=True)(td)
-    td["value_target"].sum().backward()
-    assert net.module.weight.grad is not None
+    td["advantage"].sum().backward()
+    assert net.module.weight.grad is None and td["next", "reward"].grad.abs().sum() > 0
+    assert not td["next", "state_value"].requires_grad
+    td = td.clone()
+    with torch.no_grad():  # differentiable turns grad mode on inside the call, as TorchRL's
+        out = rv.TD1Estimator(gamma=0.9, value_network=None, differentiable=True)(td)
+    assert out["advantage"].requires_grad
     from tensordict import TensorDict as TD
 
     params = TD.from_module(net).detach().clone().apply(torch.zeros_like)
@@ -298,10 +301,22 @@ def test_construction_errors():
     with pytest.raises(TypeError):
         rv.GAE(0.9, 0.9, None)  # keyword-only, as in TorchRL
     gae = rv.GAE(gamma=0.9, lmbda=0.9, value_network=None)
-    with pytest.raises(ValueError, match="unknown key name 'values'"):
+    with pytest.raises(KeyError, match="values is not an accepted tensordict key"):
         gae.set_keys(values="x")
-    with pytest.raises(TypeError, match="set_keys: value must be"):
+    with pytest.raises(ValueError, match="key name must be of type NestedKey"):
         gae.set_keys(value=3)
+    with pytest.raises(ValueError, match="tensordict keys cannot be None"):
+        gae.set_keys(value=None)
+    with pytest.raises(ValueError, match="shifted must be a boolean"):
+        rv.GAE(gamma=0.9, lmbda=0.9, value_network=None, shifted="yes")
+    with pytest.raises(ValueError, match="shifted_budget must be >= 1"):
+        rv.GAE(gamma=0.9, lmbda=0.9, value_network=None, shifted_budget=0)
+    with pytest.raises(ValueError, match="value_chunk_size and num_chunks cannot both be set"):
+        rv.TD0Estimator(gamma=0.9, value_network=None, value_chunk_size=3, num_chunks=2)
+    with pytest.raises(ValueError, match="num_chunks and num_chunk cannot both be set"):
+        rv.TD0Estimator(gamma=0.9, value_network=None, num_chunks=2, num_chunk=3)
+    with pytest.raises(ValueError, match="num_chunks must be >= 1"):
+        rv.TD0Estimator(gamma=0.9, value_network=None, num_chunks=0)
 
 
 def test_call_errors():
@@ -319,7 +334,113 @@ def test_call_errors():
         gae(td)
     with pytest.raises(KeyError, match="value_network is None"):
         rv.GAE(gamma=0.9, lmbda=0.9, value_network=None)(_batch())
-    with pytest.raises(KeyError, match="did not write 'v'"):
-        rv.GAE(gamma=0.9, lmbda=0.9, value_network=net).set_keys(value="v")(_batch())
-    with pytest.raises(TypeError, match="tensordict must be a TensorDict"):
-        gae({"obs": torch.zeros(3)})
+    with pytest.raises(KeyError, match="value key 'v' not found in value network out_keys"):
+        rv.GAE(gamma=0.9, lmbda=0.9, value_network=net).set_keys(value="v")
+    with pytest.raises(RuntimeError, match="at least one dimension"):
+        rv.TD0Estimator(gamma=0.9, value_network=None)(_batch()[0, 0])
+    with pytest.raises(KeyError, match="the batch has no 'next' entry"):
+        gae({"obs": torch.zeros(3)})  # a positional non-TensorDict is taken as the first in_key's value
+
+
+# --------------------------------------------------------------- TorchRL's behaviours, plain
+
+
+def test_keyword_dispatch_returns_advantage_and_target():
+    net = _network()
+    td = _batch()
+    gae = rv.GAE(gamma=0.9, lmbda=0.8, value_network=net)
+    adv, target = gae(obs=td["obs"], next_obs=td["next", "obs"], next_reward=td["next", "reward"],
+                      next_done=td["next", "done"], next_terminated=td["next", "terminated"])
+    expected = gae(td.clone())
+    torch.testing.assert_close(adv, expected["advantage"])
+    torch.testing.assert_close(target, expected["value_target"])
+
+
+def test_nan_next_observation_is_replaced_by_the_root():
+    net = _network()
+    td = _batch()
+    td["next", "obs"][:, -1] = float("nan")
+    out = rv.TDLambdaEstimator(gamma=0.9, lmbda=0.7, value_network=net)(td.clone())
+    with torch.no_grad():
+        nv = net.module(torch.where(td["next", "obs"].isnan(), td["obs"], td["next", "obs"]))
+    expected = ref.td_lambda(0.9, 0.7, nv, td["next", "reward"], td["next", "done"], td["next", "terminated"])
+    torch.testing.assert_close(out["value_target"], expected)
+    assert not td["next", "obs"][:, :-1].isnan().any()  # the batch is not changed
+
+
+def test_steps_to_next_obs_raise_gamma():
+    td = _batch()
+    td["state_value"], td["next", "state_value"] = torch.randn(3, 11, 1), torch.randn(3, 11, 1)
+    td["steps_to_next_obs"] = torch.randint(1, 4, (3, 11))
+    out = rv.GAE(gamma=0.9, lmbda=0.8, value_network=None)(td.clone())
+    gamma = 0.9 ** td["steps_to_next_obs"].unsqueeze(-1).float()
+    expected = ref.gae(gamma, 0.8, td["state_value"], td["next", "state_value"], td["next", "reward"],
+                       td["next", "done"], td["next", "terminated"])[0]
+    torch.testing.assert_close(out["advantage"], expected)
+
+
+def test_group_key_standardizes_within_groups():
+    td = _batch(batch=(4, 6))
+    task = torch.tensor([0, 1, 1, 0]).view(4, 1, 1).expand(4, 6, 1)
+    td["next", "reward"] = td["next", "reward"] * torch.where(task == 1, 10.0, 1.0)
+    td["task"] = task.clone()
+    net = _network()
+    out = rv.GAE(gamma=0.9, lmbda=0.95, value_network=net, average_gae=True, group_key="task")(td.clone())
+    assert "task" in rv.GAE(gamma=0.9, lmbda=0.95, value_network=net, group_key="task").in_keys
+    for group in (0, 1):
+        adv = out["advantage"][task == group]
+        torch.testing.assert_close(adv.mean(), torch.zeros(()), atol=1e-5, rtol=0)
+        torch.testing.assert_close(adv.std(), torch.ones(()), atol=1e-4, rtol=0)
+    rewards = rv.TD0Estimator(gamma=0.9, value_network=net, average_rewards=True, group_key="task")(td.clone())
+    for group in (0, 1):  # the standardized rewards are written back, as TorchRL's
+        torch.testing.assert_close(rewards["next", "reward"][task == group].mean(), torch.zeros(()), atol=1e-5, rtol=0)
+    with pytest.raises(KeyError, match="group_key 'missing' is missing"):
+        rv.GAE(gamma=0.9, lmbda=0.95, value_network=net, average_gae=True, group_key="missing")(td.clone())
+
+
+def test_auto_reset_env_bootstraps_truncations_from_the_step_value():
+    td = _batch()
+    v, nv = torch.randn(3, 11, 1), torch.randn(3, 11, 1)
+    td["state_value"], td["next", "state_value"] = v, nv
+    done, term = td["next", "done"], td["next", "terminated"]
+    td["next", "truncated"] = done & ~term
+    out = rv.GAE(gamma=0.9, lmbda=0.8, value_network=None, auto_reset_env=True)(td.clone())
+    reward = td["next", "reward"] + 0.9 * v * td["next", "truncated"]
+    torch.testing.assert_close(out["advantage"], ref.gae(0.9, 0.8, v, nv, reward, done, done)[0])
+
+
+@pytest.mark.parametrize("chunks", [{"value_chunk_size": 2}, {"num_chunks": 3, "value_chunk_dim": 1}])
+def test_chunked_network_calls_give_the_same_values(chunks):
+    net = _network()
+    plain = rv.TDLambdaEstimator(gamma=0.9, lmbda=0.8, value_network=net)(_batch())
+    net.module.calls = 0
+    chunked = rv.TDLambdaEstimator(gamma=0.9, lmbda=0.8, value_network=net, **chunks)
+    out = chunked(_batch())
+    assert net.module.calls == 3
+    torch.testing.assert_close(out["advantage"], plain["advantage"])
+    with pytest.raises(ValueError, match="value_chunk_dim=2 is out of bounds"):
+        rv.GAE(gamma=0.9, lmbda=0.8, value_network=net, num_chunks=2, value_chunk_dim=2)(_batch())
+
+
+def test_shifted_takes_missing_next_inputs_from_the_following_step():
+    net = _network()
+    td = _batch(batch=(2, 6))
+    td["next", "done"][:] = False
+    td["next", "done"][:, 2] = td["next", "done"][:, -1] = True
+    td["next", "terminated"] = torch.zeros_like(td["next", "done"])  # truncations
+    following = torch.cat([td["obs"][:, 1:], td["obs"][:, -1:]], 1)
+    following[:, 2] = td["obs"][:, 2]  # at a truncation: the step's own observation
+    complete = td.clone()
+    complete["next", "obs"] = following
+    out = rv.GAE(gamma=0.9, lmbda=0.8, value_network=net, shifted=True)(td.exclude(("next", "obs")))
+    torch.testing.assert_close(out["advantage"], rv.GAE(gamma=0.9, lmbda=0.8, value_network=net)(complete)["advantage"])
+    assert out["shifted_valid"].all() and out["shifted_valid"].shape == (2, 6)
+
+
+def test_value_network_is_not_a_submodule_and_coefficients_are_buffers():
+    net = _network()
+    gae = rv.GAE(gamma=0.9, lmbda=0.8, value_network=net)
+    assert set(gae.state_dict()) == {"gamma", "lmbda"} and not list(gae.parameters())
+    assert gae.gamma.dtype == torch.get_default_dtype() and float(gae.lmbda) == pytest.approx(0.8)
+    td0 = rv.TD0Estimator.for_loss(type("Loss", (), {"critic_network": net})(), gamma=0.5)
+    assert td0.value_network is net

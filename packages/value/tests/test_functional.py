@@ -59,7 +59,8 @@ def test_td0_matches_definition(dtype):
     v, nv, r, d, t = make_batch((3, 8, 1), dtype=dtype, seed=3)
     torch.testing.assert_close(rv.td0_return_estimate(0.9, nv, r, t), ref.td0(0.9, nv, r, t))
     # done only stands in for a missing terminated
-    torch.testing.assert_close(rv.td0_return_estimate(0.9, nv, r, done=d), ref.td0(0.9, nv, r, d))
+    with pytest.warns(UserWarning, match="done for td0_return_estimate is deprecated"):
+        torch.testing.assert_close(rv.td0_return_estimate(0.9, nv, r, done=d), ref.td0(0.9, nv, r, d))
     torch.testing.assert_close(
         rv.td0_advantage_estimate(0.9, v, nv, r, d, t), ref.td0(0.9, nv, r, t) - v
     )
@@ -115,19 +116,52 @@ def test_per_step_gamma_and_lambda(dtype):
     )
 
 
-@pytest.mark.parametrize("fn", [rv.vec_td_lambda_return_estimate, rv.td_lambda_return_estimate])
-def test_rolling_gamma_false(fn):
+def test_rolling_gamma_false():
     shape = (2, 12, 1)
     _, nv, r, d, t = make_batch(shape, dtype=torch.float64, seed=6)
-    gamma = 0.5 + 0.5 * torch.rand(shape, dtype=torch.float64)
-    expected = ref.td_lambda_fixed_gamma(gamma, 0.6, nv, r, d, t)
-    torch.testing.assert_close(fn(gamma, 0.6, nv, r, d, t, False), expected)
-    torch.testing.assert_close(
-        rv.vec_td1_return_estimate(gamma, nv, r, d, t, False),
-        ref.td_lambda_fixed_gamma(gamma, 1.0, nv, r, d, t),
-    )
-    # with a scalar gamma the flag changes nothing
-    torch.testing.assert_close(fn(0.9, 0.6, nv, r, d, t, False), fn(0.9, 0.6, nv, r, d, t))
+    gen = torch.Generator().manual_seed(1)
+    gamma = 0.5 + 0.5 * torch.rand(shape, dtype=torch.float64, generator=gen)
+    lmbda = torch.rand(shape, dtype=torch.float64, generator=gen)
+    for g, lm in [(gamma, 0.6), (gamma, lmbda), (0.9, lmbda)]:
+        torch.testing.assert_close(rv.td_lambda_return_estimate(g, lm, nv, r, d, t, False),
+                                   ref.td_lambda_fixed_gamma(g, lm, nv, r, d, t))
+    torch.testing.assert_close(rv.td1_return_estimate(gamma, nv, r, d, t, False),
+                               ref.td_lambda_fixed_gamma(gamma, 1.0, nv, r, d, t))
+    # the vectorised forms ignore the flag with numbers, as TorchRL's
+    torch.testing.assert_close(rv.vec_td_lambda_return_estimate(0.9, 0.6, nv, r, d, t, False),
+                               rv.vec_td_lambda_return_estimate(0.9, 0.6, nv, r, d, t))
+
+
+def test_rolling_gamma_false_refusals():
+    """TorchRL's cases: a plain function needs a per-step coefficient, a vec_ one refuses tensors."""
+    shape = (2, 12, 1)
+    _, nv, r, d, t = make_batch(shape, seed=6)
+    gamma = torch.full(shape, 0.9)
+    with pytest.raises(RuntimeError, match="rolling_gamma=False is expected only with time-sensitive gamma or lambda"):
+        rv.td_lambda_return_estimate(0.9, torch.tensor(0.6), nv, r, d, t, False)
+    with pytest.raises(RuntimeError, match="rolling_gamma=False is expected only with time-sensitive gamma values"):
+        rv.td1_advantage_estimate(gamma[:, :1], nv, nv, r, d, t, False)  # one gamma per row
+    ended = torch.zeros_like(t)
+    ended[:, 3] = True
+    with pytest.raises(NotImplementedError, match="When using rolling_gamma=False"):
+        rv.vec_td_lambda_return_estimate(gamma, 0.6, nv, r, d | ended, ended, False)  # steps follow a termination
+    ended[:, 3:] = True
+    with pytest.raises(NotImplementedError, match="The vectorized version of TD"):
+        rv.vec_td1_advantage_estimate(gamma, nv, nv, r, d, ended, False)
+
+
+def test_vtrace_matches_loop():
+    v, nv, r, d, t = make_batch((3, 20, 2), dtype=torch.float64, seed=9)
+    gen = torch.Generator().manual_seed(2)
+    log_pi, log_mu = (0.5 * torch.randn(3, 20, 2, dtype=torch.float64, generator=gen) for _ in range(2))
+    for kwargs in ({}, {"rho_thresh": 0.7, "c_thresh": 1.3}):
+        adv, vs = rv.vtrace_advantage_estimate(0.9, log_pi, log_mu, v, nv, r, d, t, **kwargs)
+        ref_adv, ref_vs = ref.vtrace(0.9, log_pi, log_mu, v, nv, r, d, t, **kwargs)
+        torch.testing.assert_close(adv, ref_adv)
+        torch.testing.assert_close(vs, ref_vs)
+    moved = [x.transpose(0, 1) for x in (log_pi, log_mu, v, nv, r, d, t)]
+    adv, vs = rv.vtrace_advantage_estimate(0.9, *moved, time_dim=0)
+    torch.testing.assert_close(adv.transpose(0, 1), ref.vtrace(0.9, log_pi, log_mu, v, nv, r, d, t)[0])
 
 
 @pytest.mark.parametrize("time_dim", [0, 1, -3, 2, -1])

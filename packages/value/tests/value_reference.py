@@ -60,30 +60,45 @@ def td_lambda(gamma, lmbda, next_value, reward, done, terminated=None, time_dim=
 
 
 def td_lambda_fixed_gamma(gamma, lmbda, next_value, reward, done, terminated=None, time_dim=-2):
-    """``rolling_gamma=False``: the return at step k uses gamma[k] for every later step."""
+    """``rolling_gamma=False``: the return at step k uses gamma[k] and lmbda[k] for every later step."""
     dim = reward.ndim + time_dim if time_dim < 0 else time_dim
-    gamma = _per_step(gamma, reward)
+    gamma, lmbda = _per_step(gamma, reward), _per_step(lmbda, reward)
     length = reward.shape[dim]
     pieces = []
     for k in range(length):
-        g_k = gamma.narrow(dim, k, 1).expand_as(gamma)
 
         def tail(x, k=k):
-            if isinstance(x, torch.Tensor) and x.ndim:
-                return x.expand(reward.shape).narrow(dim, k, length - k)
-            return x
+            return x.expand(reward.shape).narrow(dim, k, length - k)
+
+        def fixed(x, k=k):
+            return x.narrow(dim, k, 1).expand_as(x).narrow(dim, k, length - k)
 
         ret = td_lambda(
-            tail(g_k),
-            tail(lmbda),
+            fixed(gamma),
+            fixed(lmbda),
             tail(next_value),
             tail(reward),
             tail(done),
-            tail(terminated),
+            tail(terminated if terminated is not None else done),
             time_dim=dim,
         )
         pieces.append(ret.narrow(dim, 0, 1))
     return torch.cat(pieces, dim)
+
+
+def vtrace(gamma, log_pi, log_mu, value, next_value, reward, done, terminated, rho_thresh=1.0, c_thresh=1.0):
+    """V-trace targets and advantages, time at -2, walking backwards one step at a time."""
+    rho = (log_pi - log_mu).exp()
+    crho, cc = rho.clamp(max=rho_thresh), rho.clamp(max=c_thresh)
+    going_on, alive = (~done.bool()).to(value.dtype), (~terminated.bool()).to(value.dtype)
+    vs = torch.zeros_like(value)
+    acc = torch.zeros_like(value[..., 0, :])
+    for t in reversed(range(value.shape[-2])):
+        delta = crho[..., t, :] * (reward[..., t, :] + gamma * alive[..., t, :] * next_value[..., t, :] - value[..., t, :])
+        acc = delta + gamma * going_on[..., t, :] * cc[..., t, :] * acc
+        vs[..., t, :] = acc + value[..., t, :]
+    later = torch.where(done.bool(), next_value, torch.cat([vs[..., 1:, :], next_value[..., -1:, :]], -2))
+    return crho * (reward + gamma * alive * later - value), vs
 
 
 def td0(gamma, next_value, reward, terminated):

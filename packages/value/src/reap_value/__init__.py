@@ -31,6 +31,7 @@ from reap_value.functional import (
     vec_td1_return_estimate,
     vec_td_lambda_advantage_estimate,
     vec_td_lambda_return_estimate,
+    vtrace_advantage_estimate,
 )
 from reap_value.multiagent import MultiAgentGAE
 
@@ -53,4 +54,5 @@ __all__ = [
     "vec_td_lambda_return_estimate",
     "td_lambda_advantage_estimate",
     "vec_td_lambda_advantage_estimate",
+    "vtrace_advantage_estimate",
 ]

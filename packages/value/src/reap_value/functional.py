@@ -24,10 +24,12 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from reap_value._checks import Coefficient, check_coefficient, check_tensors, check_time_dim
-from reap_value._scan import reverse_scan_
+from reap_value._scan import reverse_scan, reverse_scan_
 
 __all__ = [
     "generalized_advantage_estimate",
@@ -42,6 +44,7 @@ __all__ = [
     "vec_td_lambda_return_estimate",
     "td_lambda_advantage_estimate",
     "vec_td_lambda_advantage_estimate",
+    "vtrace_advantage_estimate",
 ]
 
 
@@ -119,45 +122,44 @@ def _td_lambda(gamma, lmbda, next_state_value, reward, done, terminated, dim):
     return reverse_scan_(coef, base, dim=dim)
 
 
-def _time_varying(gamma, dim, shape) -> bool:
-    """Whether ``gamma`` is a tensor with more than one value along the time dimension."""
-    if not isinstance(gamma, torch.Tensor):
-        return False
-    index = dim - (len(shape) - gamma.ndim)
-    return index >= 0 and gamma.shape[index] > 1
-
-
 def _td_lambda_fixed_gamma(gamma, lmbda, next_state_value, reward, done, terminated, dim):
-    """``rolling_gamma=False``: the return at step k discounts every later step by gamma[k]."""
+    """``rolling_gamma=False``: the return at step k discounts every later step by gamma[k]
+    (and mixes by lmbda[k])."""
     shape = reward.shape
     length = shape[dim]
-    gamma = gamma.expand(shape)
-    if isinstance(lmbda, torch.Tensor):
-        lmbda = lmbda.expand(shape)
+
+    def at(x, k):
+        return x.expand(shape).narrow(dim, k, 1) if isinstance(x, torch.Tensor) else x
+
     pieces = []
     for k in range(length):
-        n = length - k
-
-        def tail(x, k=k, n=n):
-            return x.narrow(dim, k, n) if isinstance(x, torch.Tensor) else x
-
-        g_k = gamma.narrow(dim, k, 1)
-        returns = _td_lambda(
-            g_k,
-            tail(lmbda),
-            tail(next_state_value),
-            tail(reward),
-            tail(done),
-            tail(terminated),
-            dim,
-        )
-        pieces.append(returns.narrow(dim, 0, 1))
+        tail = [x.narrow(dim, k, length - k) for x in (next_state_value, reward, done, terminated)]
+        pieces.append(_td_lambda(at(gamma, k), at(lmbda, k), *tail, dim).narrow(dim, 0, 1))
     if not pieces:
         return torch.empty_like(reward)
     return torch.cat(pieces, dim)
 
 
-def _returns(gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim):
+_NOT_VECTORIZED = (
+    "The vectorized version of TD(lambda) with rolling_gamma=False is currently not available. "
+    "To use this feature, use the non-vectorized version of TD(lambda) ({name})."
+)
+_SPANS_TRAJECTORIES = (
+    "When using rolling_gamma=False and vectorized TD(lambda) with time-dependent gamma, make sure "
+    "that consecutive trajectories are separated as different batch items (a step follows a "
+    "terminated one here); or use the non-vectorized version ({name})."
+)
+
+
+def _is_scalar(x) -> bool:
+    return not isinstance(x, torch.Tensor) or x.numel() == 1
+
+
+def _returns(gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim,
+             *, vectorized: bool, name: str):
+    """TD(lambda) returns with TorchRL's ``rolling_gamma`` rules: the ``vec_`` functions refuse
+    ``False`` with tensor coefficients (``NotImplementedError``), the plain ones need a gamma
+    (or, for TD(lambda), lmbda) of the inputs' shape for it (``RuntimeError``)."""
     tensors, dim, shape = _prepare(
         gamma,
         lmbda,
@@ -176,8 +178,24 @@ def _returns(gamma, lmbda, next_state_value, reward, done, terminated, rolling_g
         tensors["terminated"],
         dim,
     )
-    if rolling_gamma is False and _time_varying(gamma, dim, shape):
-        return _td_lambda_fixed_gamma(gamma, lmbda, *args)
+    if rolling_gamma is False:
+        plain = name.removeprefix("vec_")
+        if vectorized and not (_is_scalar(gamma) and _is_scalar(lmbda)):
+            term = tensors["terminated"]
+            length = shape[dim]
+            after = term.narrow(dim, 1, max(length - 1, 0))[term.narrow(dim, 0, max(length - 1, 0))]
+            message = _NOT_VECTORIZED if bool(after.all()) else _SPANS_TRAJECTORIES
+            raise NotImplementedError(message.format(name=plain))
+        if not vectorized:
+            per_step = [x for x in (gamma, lmbda if "lambda" in name else None)
+                        if isinstance(x, torch.Tensor) and x.shape == shape]
+            if not per_step:
+                what = "gamma or lambda" if "lambda" in name else "gamma"
+                raise RuntimeError(
+                    f"{name}: rolling_gamma=False is expected only with time-sensitive {what} "
+                    f"values (a tensor of the inputs' shape {tuple(shape)})"
+                )
+            return _td_lambda_fixed_gamma(gamma, lmbda, *args)
     return _td_lambda(gamma, lmbda, *args)
 
 
@@ -277,7 +295,7 @@ def td0_return_estimate(
 ) -> torch.Tensor:
     """TD(0) return: ``reward + gamma * (1 - terminated) * next_state_value``.
 
-    ``done`` is only used in place of a missing ``terminated``.
+    ``done`` is only used in place of a missing ``terminated`` (with TorchRL's deprecation warning).
 
     Examples:
         >>> import torch
@@ -290,6 +308,7 @@ def td0_return_estimate(
     if terminated is None:
         if done is None:
             raise ValueError("td0_return_estimate needs terminated (or done)")
+        warnings.warn("done for td0_return_estimate is deprecated. Pass ``terminated`` instead.", stacklevel=2)
         terminated = done
     tensors = check_tensors(
         {"next_state_value": next_state_value, "reward": reward, "terminated": terminated}
@@ -341,7 +360,9 @@ def vec_td1_return_estimate(
 
     ``rolling_gamma`` matters only for a ``gamma`` tensor that varies along time: ``True``
     (the default) discounts step ``t`` by ``gamma[t]``; ``False`` discounts every later step
-    of the return at ``k`` by ``gamma[k]``.
+    of the return at ``k`` by ``gamma[k]``. As in TorchRL, this vectorised form refuses
+    ``rolling_gamma=False`` with a tensor ``gamma`` (``NotImplementedError``: use
+    :func:`td1_return_estimate`), and ignores it with a number.
 
     Examples:
         >>> import torch
@@ -349,7 +370,8 @@ def vec_td1_return_estimate(
         >>> vec_td1_return_estimate(0.5, nv, torch.ones(3, 1), torch.zeros(3, 1, dtype=torch.bool)).flatten()
         tensor([1.7500, 1.5000, 1.0000])
     """
-    return _returns(gamma, 1.0, next_state_value, reward, done, terminated, rolling_gamma, time_dim)
+    return _returns(gamma, 1.0, next_state_value, reward, done, terminated, rolling_gamma, time_dim,
+                    vectorized=True, name="vec_td1_return_estimate")
 
 
 def td1_return_estimate(
@@ -362,7 +384,8 @@ def td1_return_estimate(
     *,
     time_dim: int = -2,
 ) -> torch.Tensor:
-    """TD(1) return; the same as :func:`vec_td1_return_estimate`.
+    """TD(1) return; :func:`vec_td1_return_estimate`, and ``rolling_gamma=False`` computed for a
+    ``gamma`` of the inputs' shape (a ``RuntimeError`` for any other, as in TorchRL).
 
     Examples:
         >>> import torch
@@ -370,7 +393,8 @@ def td1_return_estimate(
         >>> td1_return_estimate(0.5, nv, torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.bool)).flatten()
         tensor([2.5000, 3.0000])
     """
-    return _returns(gamma, 1.0, next_state_value, reward, done, terminated, rolling_gamma, time_dim)
+    return _returns(gamma, 1.0, next_state_value, reward, done, terminated, rolling_gamma, time_dim,
+                    vectorized=False, name="td1_return_estimate")
 
 
 def vec_td1_advantage_estimate(
@@ -408,7 +432,7 @@ def td1_advantage_estimate(
     rolling_gamma: bool | None = None,
     time_dim: int = -2,
 ) -> torch.Tensor:
-    """TD(1) advantage; the same as :func:`vec_td1_advantage_estimate`.
+    """TD(1) advantage: :func:`td1_return_estimate` minus ``state_value``.
 
     Examples:
         >>> import torch
@@ -416,9 +440,11 @@ def td1_advantage_estimate(
         >>> td1_advantage_estimate(1.0, z, z, torch.ones(2, 1), z.bool()).flatten()
         tensor([2., 1.])
     """
-    return vec_td1_advantage_estimate(
-        gamma, state_value, next_state_value, reward, done, terminated, rolling_gamma, time_dim
+    _check_state_value(state_value, reward)
+    returns = td1_return_estimate(
+        gamma, next_state_value, reward, done, terminated, rolling_gamma, time_dim=time_dim
     )
+    return returns - state_value
 
 
 # --------------------------------------------------------------------------- TD(lambda)
@@ -449,9 +475,8 @@ def vec_td_lambda_return_estimate(
         >>> vec_td_lambda_return_estimate(0.5, 0.5, nv, torch.ones(3, 1), d).flatten()
         tensor([1.4375, 1.7500, 3.0000])
     """
-    return _returns(
-        gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim
-    )
+    return _returns(gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma,
+                    time_dim, vectorized=True, name="vec_td_lambda_return_estimate")
 
 
 def td_lambda_return_estimate(
@@ -465,7 +490,9 @@ def td_lambda_return_estimate(
     *,
     time_dim: int = -2,
 ) -> torch.Tensor:
-    """TD(lambda) return; the same as :func:`vec_td_lambda_return_estimate`.
+    """TD(lambda) return; :func:`vec_td_lambda_return_estimate`, and ``rolling_gamma=False``
+    computed for a ``gamma`` or ``lmbda`` of the inputs' shape (a ``RuntimeError`` otherwise, as
+    in TorchRL): the return at step ``k`` uses ``gamma[k]`` and ``lmbda[k]`` for every later step.
 
     Examples:
         >>> import torch
@@ -473,9 +500,8 @@ def td_lambda_return_estimate(
         >>> td_lambda_return_estimate(1.0, 0.5, nv, torch.ones(2, 1), nv.bool()).flatten()
         tensor([1.5000, 1.0000])
     """
-    return _returns(
-        gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim
-    )
+    return _returns(gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma,
+                    time_dim, vectorized=False, name="td_lambda_return_estimate")
 
 
 def vec_td_lambda_advantage_estimate(
@@ -515,7 +541,7 @@ def td_lambda_advantage_estimate(
     rolling_gamma: bool | None = None,
     time_dim: int = -2,
 ) -> torch.Tensor:
-    """TD(lambda) advantage; the same as :func:`vec_td_lambda_advantage_estimate`.
+    """TD(lambda) advantage: :func:`td_lambda_return_estimate` minus ``state_value``.
 
     Examples:
         >>> import torch
@@ -523,17 +549,76 @@ def td_lambda_advantage_estimate(
         >>> td_lambda_advantage_estimate(0.9, 0.9, z, z, torch.ones(1, 1), z.bool())
         tensor([[1.]])
     """
-    return vec_td_lambda_advantage_estimate(
-        gamma,
-        lmbda,
-        state_value,
-        next_state_value,
-        reward,
-        done,
-        terminated,
-        rolling_gamma,
-        time_dim,
+    _check_state_value(state_value, reward)
+    returns = td_lambda_return_estimate(
+        gamma, lmbda, next_state_value, reward, done, terminated, rolling_gamma, time_dim=time_dim
     )
+    return returns - state_value
+
+
+# --------------------------------------------------------------------------- V-trace
+
+
+def vtrace_advantage_estimate(
+    gamma: Coefficient,
+    log_pi: torch.Tensor,
+    log_mu: torch.Tensor,
+    state_value: torch.Tensor,
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None = None,
+    rho_thresh: float | torch.Tensor = 1.0,
+    c_thresh: float | torch.Tensor = 1.0,
+    time_dim: int = -2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V-trace (IMPALA) off-policy targets; returns ``(advantage, value_target)``.
+
+    With ``rho = exp(log_pi - log_mu)`` (``log_pi``: the current policy, ``log_mu``: the one
+    that collected), ``v_s - V(s_t) = delta_t + gamma (1 - done_t) min(rho_t, c) (v_{s+1} -
+    V(s_{t+1}))`` where ``delta_t = min(rho_t, rho_thresh) (r_t + gamma (1 - terminated_t)
+    V'(s_t) - V(s_t))``; the advantage is ``min(rho_t, rho_thresh) (r_t + gamma (1 -
+    terminated_t) v_{t+1} - V(s_t))``, bootstrapping from ``next_state_value`` at the last
+    step and where a trajectory ends.
+
+    Examples:
+        >>> import torch
+        >>> z = torch.zeros(3, 1)
+        >>> adv, vs = vtrace_advantage_estimate(0.5, z, z, z, z, torch.ones(3, 1), z.bool())
+        >>> vs.flatten()
+        tensor([1.7500, 1.5000, 1.0000])
+    """
+    tensors, dim, _ = _prepare(
+        gamma,
+        None,
+        time_dim,
+        {
+            "state_value": state_value,
+            "next_state_value": next_state_value,
+            "reward": reward,
+            "log_pi": log_pi,
+            "log_mu": log_mu,
+            "done": done,
+            "terminated": terminated,
+        },
+    )
+    value, next_value = tensors["state_value"], tensors["next_state_value"]
+    done, terminated = tensors["done"], tensors["terminated"]
+    rho = (tensors["log_pi"] - tensors["log_mu"]).exp()
+    clipped_rho = torch.minimum(rho, torch.as_tensor(rho_thresh, dtype=rho.dtype, device=rho.device))
+    clipped_c = torch.minimum(rho, torch.as_tensor(c_thresh, dtype=rho.dtype, device=rho.device))
+    bootstrap = _bootstrap(next_value, terminated)
+    deltas = clipped_rho * (tensors["reward"] + gamma * bootstrap - value)
+    coef = _float_not(done, rho.dtype) * gamma * clipped_c
+    vs = reverse_scan(coef, deltas, dim=dim) + value
+    length = value.shape[dim]
+    if length:  # v_{t+1}: the next step's target, the next value at the last step and at ends
+        later = torch.cat([vs.narrow(dim, 1, length - 1), next_value.narrow(dim, length - 1, 1)], dim)
+        later = torch.where(done, next_value, later)
+    else:
+        later = next_value
+    advantage = clipped_rho * (tensors["reward"] + gamma * _bootstrap(later, terminated) - value)
+    return advantage, vs
 
 
 def _check_state_value(state_value, reward) -> None:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import torch
 
-from reap_value.estimators import GAE, _standardize
+from reap_value._standardize import standardize, standardize_by_group
+from reap_value.estimators import GAE
 
 __all__ = ["MultiAgentGAE"]
 
@@ -52,34 +53,43 @@ class MultiAgentGAE(GAE):
         super().__init__(**kwargs)
         self.agent_dim = agent_dim
 
-    def _agent_index(self, value: torch.Tensor, time_dim: int) -> int:
+    def _agent_index(self, value: torch.Tensor) -> int:
         ndim = value.ndim
         if not -ndim <= self.agent_dim < ndim:
             raise ValueError(
                 f"agent_dim={self.agent_dim} is out of range for a value of shape "
                 f"{tuple(value.shape)}"
             )
-        index = self.agent_dim % ndim
-        if index == time_dim:
+        return self.agent_dim % ndim
+
+    def _estimate(self, tensordict, value, next_value, time_dim):
+        if self._agent_index(value) == time_dim:
             raise ValueError(
                 f"agent_dim={self.agent_dim} is the time dimension ({time_dim}); "
                 "the agent dimension must differ from it"
             )
-        return index
+        return super()._estimate(tensordict, value, next_value, time_dim)
 
-    def _estimate(self, value, next_value, reward, done, terminated, time_dim):
-        agent = self._agent_index(value, time_dim)
-        reward, done, terminated = (
+    def _prepare_signals(self, reward, done, terminated, value):
+        agent = self._agent_index(value)
+        return tuple(
             self._broadcast(x, value, agent, name)
             for x, name in ((reward, "reward"), (done, "done"), (terminated, "terminated"))
         )
-        advantage, target = super()._estimate_plain(
-            value, next_value, reward, done, terminated, time_dim
-        )
-        if self.average_gae:
-            dims = [d for d in range(advantage.ndim) if d != agent]
-            advantage = _standardize(advantage, dims)
-        return advantage, target
+
+    def _broadcast_optional(self, tensor, value):
+        return self._broadcast(tensor, value, self._agent_index(value), "truncated")
+
+    def _normalize_advantage(self, advantage, groups=None):
+        agent = self._agent_index(advantage)
+        if groups is not None:  # a group per (group id, agent)
+            while groups.ndim < advantage.ndim:
+                groups = groups.unsqueeze(-1)
+            n_agents = advantage.shape[agent]
+            agents = torch.arange(n_agents, device=advantage.device)
+            agents = agents.reshape([-1 if d == agent else 1 for d in range(advantage.ndim)])
+            return standardize_by_group(advantage, groups.expand(advantage.shape) * n_agents + agents)
+        return standardize(advantage, eps=1e-4, dims=[d for d in range(advantage.ndim) if d != agent])
 
     @staticmethod
     def _broadcast(x: torch.Tensor, value: torch.Tensor, agent: int, name: str) -> torch.Tensor:
