@@ -207,6 +207,9 @@ class PriorityTree:
         # Blocks past the last one written hold zeros: the NumPy path leaves them out of the
         # prefix sums (the torch path keeps them, as tracking this would cost a CUDA sync).
         self._live_blocks = 1 if self.use_numpy else self.num_blocks
+        self._make_views()
+
+    def _make_views(self) -> None:
         if self.use_numpy:  # views of the tensors above: the same memory
             self._leaves_np = self._leaves.numpy()
             self._rows_np = self._leaves_np.reshape(-1, self.block_size)
@@ -214,6 +217,17 @@ class PriorityTree:
             self._min_np = self._min_blocks.numpy()
             self._prefix_np = self._prefix.numpy()
             self._scratch_np = self._scratch.numpy()
+
+    def __getstate__(self) -> dict:
+        # The NumPy views are of this process's memory: a copy makes its own (__setstate__).
+        views = ("_leaves_np", "_rows_np", "_sum_np", "_min_np", "_prefix_np", "_scratch_np")
+        state = {k: v for k, v in self.__dict__.items() if k not in views}
+        state.update(_prefix_views=(0, None, None), _stale=True, _root_min=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._make_views()
 
     # ---------------------------------------------------------------- writes
     def update(self, index, value) -> None:

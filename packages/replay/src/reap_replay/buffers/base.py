@@ -113,6 +113,11 @@ def _refuse_options(name: str, *, sample_unit, checkpointer, consume_after_n_sam
         raise ValueError(f"prefetch must be None or an integer >= 0, got prefetch={prefetch!r}")
 
 
+def _process_lock():
+    """A lock that holds across processes (those spawned, forkserved or forked alike)."""
+    return multiprocessing.get_context("spawn").RLock()
+
+
 class _SharedLock:
     """The lock of a buffer shared with other processes.
 
@@ -271,7 +276,7 @@ class ReplayBuffer:
             self.set_rng(generator)
         self.shared = bool(shared)
         self._shared_progress = None
-        self._lock = multiprocessing.RLock() if self.shared else threading.RLock()
+        self._lock = _process_lock() if self.shared else threading.RLock()
         self._warned_batch_size_conflict = False
         self._start_prefetch()
 
@@ -696,38 +701,40 @@ class ReplayBuffer:
         self.close()
 
     def __getstate__(self) -> dict:
-        """What pickling keeps: everything but the threads and their locks. On its way to a
-        new process, the buffer first moves its counters and lock into shared memory."""
-        if _spawning():
+        """What pickling keeps: everything but the threads and the locks.
+
+        On its way to a new process the buffer moves its counters and lock into shared memory
+        first, and the copy there shares them; any other pickle is an independent copy.
+        """
+        spawning = _spawning()
+        if spawning:
             self._share_with_processes()
-        state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_prefetch_lock", "_prefetch_queue", "_executor", "_iterator")}
-        if not self.shared and self._shared_progress is None:
-            state["_lock"] = None  # a threading lock: each copy makes its own
+        with self._lock:  # counters read under the lock are those of every process
+            state = {k: v for k, v in self.__dict__.items()
+                     if k not in ("_prefetch_lock", "_prefetch_queue", "_executor", "_iterator")}
+        if not spawning:
+            state["_lock"], state["_shared_progress"] = None, None
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         if self._lock is None:
-            self._lock = threading.RLock()
+            self._lock = _process_lock() if self.shared else threading.RLock()
         self._start_prefetch()
 
     def _share_with_processes(self) -> None:
         """Keeps the length, the write cursor and the lock in shared memory from now on."""
         if self._shared_progress is not None:
             return
-        if self._prefetch_cap:
-            raise RuntimeError(
-                "Cannot share a prefetching replay buffer between processes: build it with "
-                "prefetch=0 (or None) to send it to another process"
-            )
+        for part in (self._storage, self._sampler, self._writer):
+            part.__getstate__()  # raises, before anything changes, for a part that cannot go
         with self._lock:
             last = self._storage._last_cursor
             self._shared_progress = torch.tensor([
                 len(self._storage), -1 if last is None else last, self._writer._cursor,
                 self._writer._write_count,
             ]).share_memory_()
-            lock = self._lock if self.shared else multiprocessing.RLock()
+            lock = self._lock if self.shared else _process_lock()
             self._lock = _SharedLock(lock, self._shared_progress, self._storage, self._writer)
 
     # ------------------------------------------------------------------ state

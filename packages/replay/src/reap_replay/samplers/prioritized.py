@@ -7,6 +7,7 @@ import torch
 
 from reap_replay._warn import _warn_once
 from reap_replay.samplers.base import _EMPTY, Sampler
+from reap_replay.storages.base import _spawning
 from reap_replay.trees import PriorityTree, _first_bad, _why_bad
 
 
@@ -302,6 +303,15 @@ class PrioritizedSampler(Sampler):
         self._max_priority = None if mp is None else self._scalar(float(mp))
         self._tree.load_leaves(state_dict["_leaves"])
         self._set_priority_limit()
+
+    def __getstate__(self) -> dict:
+        if _spawning():
+            raise RuntimeError(
+                "PrioritizedSampler cannot be shared between processes: its priority tree lives "
+                "in this process. Keep the buffer in one process, or use "
+                "reap_ray.RayReplayBuffer to reach it from others"
+            )
+        return self.__dict__
 
     def __repr__(self) -> str:
         return (

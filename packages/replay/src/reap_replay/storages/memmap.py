@@ -324,6 +324,9 @@ class LazyMemmapStorage(TensorStorage):
             out = out.to(self._mm_device)
         return out
 
+    def _share_memory(self) -> None:
+        """Nothing to move: another process maps the same files."""
+
     def _write_leaf(self, buf, index, value) -> None:  # noqa: D401 - same as the parent
         if value.device != buf.device:
             value = value.to(buf.device)

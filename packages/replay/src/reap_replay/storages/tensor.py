@@ -21,6 +21,7 @@ from reap_replay.storages.base import (
     _new_td,
     _row_reader,
     _Rows,
+    _spawning,
 )
 
 
@@ -413,6 +414,30 @@ class TensorStorage(Storage):
                 for key, buf in self._leaves:
                     buf.copy_(storage.get(key))
         self._len = int(state_dict["_len"])
+
+    def __getstate__(self) -> dict:
+        if _spawning():
+            if self._storage is None:
+                raise RuntimeError(
+                    f"Cowardly refusing to share a storage of type {type(self).__name__} between "
+                    "processes if it has not been initialized yet: populate the buffer with some "
+                    "data in the main process before passing it to the other processes (or create "
+                    "the buffer with a TensorStorage over allocated tensors)."
+                )
+            self._share_memory()
+        return self.__dict__
+
+    def _share_memory(self) -> None:
+        """Moves the rows to shared memory, for a process they are sent to.
+
+        Moving a tensor there gives it new memory, so the NumPy views of the rows are made anew.
+        """
+        bufs = [buf for _, buf in self.leaf_items()]
+        if all(buf.is_shared() or buf.device.type != "cpu" for buf in bufs):
+            return
+        for buf in bufs:
+            buf.share_memory_()
+        self._attach(self._storage)
 
     def leaf_items(self):
         """``[(name, tensor)]`` of the stored buffers (one entry ``"_"`` for a tensor storage)."""

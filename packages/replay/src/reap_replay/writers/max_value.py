@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
+from reap_replay.storages.base import _spawning
 from reap_replay.writers.base import Writer
 
 
@@ -128,3 +129,11 @@ class TensorDictMaxValueWriter(Writer):
         if state_dict.get("_ranks") is not None:
             self._ranks = state_dict["_ranks"].clone()
             self._written = state_dict["_written"].clone()
+
+    def __getstate__(self) -> dict:
+        if _spawning():
+            raise RuntimeError(
+                "TensorDictMaxValueWriter cannot be shared between processes: its ranks live in "
+                "this process. Keep the buffer in one process"
+            )
+        return self.__dict__
