@@ -8,6 +8,7 @@ from tensordict import TensorDict
 
 from reap_replay import (
     LazyTensorStorage,
+    ListStorage,
     PrioritizedSampler,
     RandomSampler,
     SamplerWithoutReplacement,
@@ -259,27 +260,32 @@ def test_num_slices_and_non_strict_lengths():
 
 def test_slice_errors():
     storage = traj_storage()
-    with pytest.raises(TypeError, match="exactly one of num_slices and slice_len"):
+    with pytest.raises(TypeError, match="Either num_slices or slice_len must be not None, and not both"):
         SliceSampler(num_slices=2, slice_len=3)
-    with pytest.raises(TypeError, match="exactly one"):
+    with pytest.raises(TypeError, match="Either num_slices or slice_len"):
         SliceSampler()
-    with pytest.raises(ValueError, match="divisible by slice_len"):
+    with pytest.raises(RuntimeError, match="The batch-size must be divisible by the slice length"):
         SliceSampler(slice_len=3, traj_key="traj").sample(storage, 8)
-    with pytest.raises(RuntimeError, match="slice_len=7"):
+    with pytest.raises(RuntimeError, match="required=7"):
         SliceSampler(slice_len=7, traj_key="traj").sample(storage, 14)
-    with pytest.raises(KeyError, match="missing"):
-        SliceSampler(slice_len=2, traj_key="nope").sample(storage, 4)
-    with pytest.raises(NotImplementedError, match="pad_output"):
+    with pytest.raises(RuntimeError, match=r"traj_key='nope' or end_key='nope_done'.*none is stored"):
+        SliceSampler(slice_len=2, traj_key="nope", end_key="nope_done").sample(storage, 4)
+    with pytest.raises(ValueError, match="pad_output=True is incompatible with strict_length=True"):
         SliceSampler(slice_len=2, pad_output=True)
+    with pytest.raises(RuntimeError, match="Could not get a tensordict out of the storage"):
+        lists = ListStorage(4)
+        lists.set(range(2), [TensorDict({"traj": torch.tensor(0)}), TensorDict({"traj": torch.tensor(0)})])
+        SliceSampler(slice_len=2, traj_key="traj").sample(lists, 2)
 
 
-def test_slice_newest_write_ends_a_trajectory():
-    """In a full ring, the newest row and the oldest row are not one trajectory."""
+def test_slice_a_full_ring_wraps_and_its_newest_row_ends_a_trajectory():
+    """In a full ring, a trajectory runs on from the last row to the first, and the newest row
+    ends one (its next step was overwritten), as TorchRL's."""
+    torch.manual_seed(0)
     storage = LazyTensorStorage(6)
     data = TensorDict({"next": {"done": torch.zeros(6, 1, dtype=torch.bool)}}, [6])
     storage.set(slice(0, 6), data)
-    storage._record_progress(3, 9)  # rows 0-2 newer than rows 3-5
+    storage._record_progress(3, 9)  # rows 0-2 newer than rows 3-5: the trajectory is 3,4,5,0,1,2
     sampler = SliceSampler(slice_len=3)
-    for _ in range(20):
-        index, _ = sampler.sample(storage, 3)
-        assert index.tolist() in ([0, 1, 2], [3, 4, 5])
+    seen = {tuple(sampler.sample(storage, 3)[0].tolist()) for _ in range(60)}
+    assert seen == {(3, 4, 5), (4, 5, 0), (5, 0, 1), (0, 1, 2)}

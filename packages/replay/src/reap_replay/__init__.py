@@ -27,10 +27,12 @@ from reap_replay.buffers import (
 from reap_replay.checkpoint import CheckpointError
 from reap_replay.samplers import (
     PrioritizedSampler,
+    PrioritizedSliceSampler,
     RandomSampler,
     Sampler,
     SamplerWithoutReplacement,
     SliceSampler,
+    SliceSamplerWithoutReplacement,
 )
 from reap_replay.storages import (
     LazyMemmapStorage,
@@ -56,6 +58,7 @@ __all__ = [
     "ListStorage",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
+    "PrioritizedSliceSampler",
     "PriorityTree",
     "RandomSampler",
     "RemoteTensorDictReplayBuffer",
@@ -64,6 +67,7 @@ __all__ = [
     "Sampler",
     "SamplerWithoutReplacement",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
     "Storage",
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",

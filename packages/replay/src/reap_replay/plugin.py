@@ -13,8 +13,8 @@ from reap.plugins import hookimpl
 _BUFFERS = ("reap.data", "reap.data.replay_buffers")
 _SUBMODULES = {
     "storages": ("LazyMemmapStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"),
-    "samplers": ("PrioritizedSampler", "RandomSampler", "Sampler", "SamplerWithoutReplacement",
-                 "SliceSampler"),
+    "samplers": ("PrioritizedSampler", "PrioritizedSliceSampler", "RandomSampler", "Sampler",
+                 "SamplerWithoutReplacement", "SliceSampler", "SliceSamplerWithoutReplacement"),
     "writers": ("RoundRobinWriter", "TensorDictMaxValueWriter", "TensorDictRoundRobinWriter", "Writer"),
     "replay_buffers": ("PrioritizedReplayBuffer", "RemoteTensorDictReplayBuffer", "ReplayBuffer",
                        "TensorDictPrioritizedReplayBuffer", "TensorDictReplayBuffer"),

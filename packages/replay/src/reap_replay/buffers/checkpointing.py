@@ -216,6 +216,7 @@ def _plan_storage(rb, path: Path, meta: dict, tensors: dict, n: int, last, verif
 
         def load_list():
             s._storage, s._len, s._last_cursor = items, n, last
+            s._revision += 1
 
         return load_list
     initialized = meta["initialized"]

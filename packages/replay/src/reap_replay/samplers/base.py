@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from tensordict import TensorDictBase
 
@@ -23,19 +25,44 @@ def _as_key(key):
     return tuple(key) if isinstance(key, (tuple, list)) else key
 
 
-class Sampler:
+class _ReplacementDispatch(type):
+    """``RandomSampler(replacement=False, ...)`` makes a ``SamplerWithoutReplacement(...)`` and
+    ``SliceSampler(replacement=False, ...)`` a ``SliceSamplerWithoutReplacement(...)``, as in
+    TorchRL; ``replacement=True`` changes nothing."""
+
+    def __call__(cls, *args, replacement: bool = True, **kwargs):
+        if not replacement:
+            other = cls._without_replacement
+            if other is None:
+                raise TypeError(
+                    f"{cls.__name__} has no without-replacement variant; cannot be instantiated "
+                    "with replacement=False."
+                )
+            cls = other
+        return super().__call__(*args, **kwargs)
+
+
+class Sampler(metaclass=_ReplacementDispatch):
     """Base class of samplers: ``sample(storage, batch_size) -> (index, info)``.
 
     Examples:
-        >>> from reap_replay.samplers import RandomSampler
+        >>> from reap_replay.samplers import RandomSampler, SamplerWithoutReplacement
         >>> isinstance(RandomSampler(), Sampler)
         True
+        >>> type(RandomSampler(replacement=False, drop_last=True)).__name__
+        'SamplerWithoutReplacement'
     """
 
     _rng: torch.Generator | None = None
+    #: The class ``replacement=False`` builds instead (None: there is none).
+    _without_replacement: type | None = None
 
     def sample(self, storage, batch_size: int):
         raise NotImplementedError
+
+    def can_sample(self, storage, batch_size: int) -> bool:
+        """Whether :meth:`sample` can draw ``batch_size`` items from ``storage`` now."""
+        return len(storage) > 0
 
     def add(self, index) -> None:
         pass
@@ -44,7 +71,12 @@ class Sampler:
         pass
 
     def update_priority(self, index, priority, *, storage=None) -> None:
-        pass
+        """Nothing, with TorchRL's warning: only prioritized samplers have priorities."""
+        warnings.warn(
+            f"Calling update_priority() on a sampler {type(self).__name__} that is not "
+            "prioritized. Make sure this is the indented behavior.",
+            stacklevel=3,
+        )
 
     def mark_update(self, index, *, storage=None) -> None:
         pass

@@ -5,10 +5,12 @@ from __future__ import annotations
 import torch
 
 from reap_replay.samplers.base import _EMPTY, Sampler, _index_device
+from reap_replay.samplers.without_replacement import SamplerWithoutReplacement
 
 
 class RandomSampler(Sampler):
-    """Uniform sampling with replacement.
+    """Uniform sampling with replacement (``replacement=False``: a
+    :class:`~reap_replay.samplers.SamplerWithoutReplacement`, taking its keyword arguments).
 
     Examples:
         >>> from reap_replay.storages import LazyTensorStorage
@@ -28,3 +30,6 @@ class RandomSampler(Sampler):
         if device.type != "cpu":
             index = index.to(device)
         return index, {}
+
+
+RandomSampler._without_replacement = SamplerWithoutReplacement

@@ -51,14 +51,25 @@ class SamplerWithoutReplacement(Sampler):
             return torch.randperm(n, generator=self._rng)
         return torch.arange(n)
 
+    def can_sample(self, storage, batch_size: int) -> bool:
+        return len(storage) >= batch_size if self.drop_last else len(storage) > 0
+
     def sample(self, storage, batch_size: int):
-        n = len(storage)
+        index = self._draw(len(storage), batch_size)
+        device = _index_device(storage)
+        if device.type != "cpu":
+            index = index.to(device)
+        return index, {}
+
+    def _draw(self, n: int, batch_size: int) -> torch.Tensor:
+        """The next ``batch_size`` of the epoch's permutation of ``range(n)``."""
         if n == 0:
             raise RuntimeError(_EMPTY)
         if self.drop_last and batch_size > n:
             raise ValueError(
-                f"batch_size={batch_size} is larger than the {n} stored items and drop_last=True: "
-                "no batch can be drawn"
+                f"The batch size ({batch_size}) is greater than the storage capacity ({n}). "
+                "This makes it impossible to return a sample without repeating indices. Consider "
+                "changing the sampler class or turn the 'drop_last' argument to False."
             )
         remaining = 0 if self._sample_list is None else self._sample_list.numel() - self._pos
         if (
@@ -76,10 +87,9 @@ class SamplerWithoutReplacement(Sampler):
         remaining = self._sample_list.numel() - self._pos
         if remaining == 0 or (self.drop_last and remaining < batch_size):
             self._ran_out = True
-        device = _index_device(storage)
-        if device.type != "cpu":
-            index = index.to(device)
-        return index, {}
+            self._sample_list = self._permutation(n)  # the next epoch's order, drawn now as TorchRL does
+            self._pos = 0
+        return index
 
     def _empty(self) -> None:
         self._new_epoch()
@@ -118,3 +128,6 @@ class SamplerWithoutReplacement(Sampler):
 
     def __repr__(self) -> str:
         return f"SamplerWithoutReplacement(drop_last={self.drop_last}, shuffle={self.shuffle})"
+
+
+SamplerWithoutReplacement._without_replacement = SamplerWithoutReplacement

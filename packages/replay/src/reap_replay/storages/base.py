@@ -147,6 +147,7 @@ class Storage:
 
     ndim = 1
     _rng: torch.Generator | None = None
+    _revision = 0  # counts the changes of the rows, for samplers that cache what they read
 
     def __init__(self, max_size):
         self.max_size = max_size
@@ -212,3 +213,4 @@ class Storage:
     def _empty(self) -> None:
         self._len = 0
         self._last_cursor = None
+        self._revision += 1

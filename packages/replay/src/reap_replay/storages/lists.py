@@ -76,6 +76,7 @@ class ListStorage(Storage):
             )
         if self.device is not None and hasattr(item, "to"):
             item = item.to(self.device)
+        self._revision += 1
         if i < n:
             self._storage[i] = item
         else:
@@ -101,6 +102,7 @@ class ListStorage(Storage):
     def load_state_dict(self, state_dict: dict) -> None:
         self._storage = list(state_dict["_storage"])
         self._len = len(self._storage)
+        self._revision += 1
 
     def _empty(self) -> None:
         super()._empty()

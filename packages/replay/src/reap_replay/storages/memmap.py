@@ -317,6 +317,7 @@ class LazyMemmapStorage(TensorStorage):
         self._len = mapped["len"]
         self._last_cursor = mapped["cursor"]
         self._restored = {"cursor": mapped["cursor"], "write_count": mapped["count"]}
+        self._revision += 1
 
     def get(self, index):
         out = super().get(index)

@@ -324,6 +324,7 @@ class TensorStorage(Storage):
         stop = index.stop if isinstance(index, slice) else int(index.max()) + 1
         if stop > self._len:
             self._len = stop
+        self._revision += 1
 
     @staticmethod
     def _write_leaf(buf, index, value) -> None:
@@ -414,6 +415,7 @@ class TensorStorage(Storage):
                 for key, buf in self._leaves:
                     buf.copy_(storage.get(key))
         self._len = int(state_dict["_len"])
+        self._revision += 1
 
     def __getstate__(self) -> dict:
         if _spawning():
