@@ -68,6 +68,18 @@ def test_bad_arguments_name_the_argument():
         GRUModule(in_key="x", out_key="y", gru=torch.nn.GRU(3, 4))
     with pytest.raises(ValueError, match="recurrent_recompute='full'"):
         GRUModule(**kw, recurrent_backend="auto", recurrent_recompute="full")
+    with pytest.raises(ValueError, match="batch_first=False is not supported"):
+        LSTMModule(**kw, batch_first=False)
+    with pytest.raises(ValueError, match="python_based=True does not support proj_size"):
+        LSTMModule(**kw, proj_size=2, python_based=True)
+    with pytest.raises(TypeError):  # a string is not a list of keys (TorchRL's error too)
+        GRUModule(input_size=3, hidden_size=4, in_keys="xh", out_key="y")
+    with pytest.raises(RuntimeError, match="temporal_mode is deprecated"):
+        _ = GRUModule(**kw).temporal_mode
+    with pytest.raises(NotImplementedError, match="Bidirectional LSTMs are not supported"):
+        reap_rnn.LSTM(3, 4, bidirectional=True)
+    with pytest.raises(ValueError, match="recurrent matmul precision"):
+        reap_rnn.set_recurrent_matmul_precision("fp16")
 
 
 def test_missing_is_init_names_init_tracker():
@@ -95,6 +107,63 @@ def test_default_recurrent_mode_and_context_manager():
         module.set_recurrent_mode(True)
     with pytest.raises(ValueError, match="'recurrent' or 'sequential'"):
         set_recurrent_mode("train")
+    with set_recurrent_mode("Recurrent").clone():
+        assert module.recurrent_mode is True
+
+
+def test_python_based_and_back_keep_the_parameters():
+    """python_based wraps reap's LSTM/GRU layer; make_*_based swap the holder, not the weights."""
+    from tensordict import TensorDict
+
+    module = LSTMModule(input_size=3, hidden_size=4, num_layers=2, in_key="x", out_key="y", python_based=True)
+    assert isinstance(module.lstm, reap_rnn.LSTM)
+    params = list(module.parameters())
+    td = TensorDict(x=torch.randn(2, 5, 3), is_init=torch.zeros(2, 5, 1, dtype=torch.bool), batch_size=[2, 5])
+    with set_recurrent_mode(True):
+        ref = module(td.clone())["y"]
+        assert type(module.make_cudnn_based().lstm) is torch.nn.LSTM
+        torch.testing.assert_close(module(td.clone())["y"], ref)
+        assert isinstance(module.make_python_based().lstm, reap_rnn.LSTM)
+    assert all(a is b for a, b in zip(params, module.parameters()))
+
+
+def test_keyword_call_returns_the_out_keys():
+    module = GRUModule(3, 4, 1, in_keys=["x", "h"], out_keys=["y", ("next", "h")], default_recurrent_mode=True)
+    x, is_init = torch.randn(2, 5, 3), torch.zeros(2, 5, dtype=torch.bool)
+    y, h = module(x=x, is_init=is_init)
+    assert y.shape == (2, 5, 4) and h.shape == (2, 5, 1, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(y, module.gru(x)[0])
+
+
+def test_layers_mask_carries_the_state_over():
+    torch.manual_seed(0)
+    lstm = reap_rnn.LSTM(3, 5, 2)
+    x = torch.randn(2, 6, 3)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False  # row 1 ends after 4 steps
+    y, (h, c) = lstm(x, mask=mask)
+    y_short, (h_short, c_short) = lstm(x[1:, :4])
+    torch.testing.assert_close(h[:, 1:], h_short)
+    torch.testing.assert_close(y[1, 4:], y_short[0, -1:].expand(2, 5))
+    torch.testing.assert_close(y[:1], lstm(x[:1])[0])
+
+
+def test_precision_presets_and_getter(monkeypatch):
+    from reap_rnn import precision
+
+    monkeypatch.setattr(precision, "_global", None)
+    assert precision.resolve_precision("fast") == precision.resolve_precision("high-prec") == "ieee"  # no GPU here
+    monkeypatch.setattr(precision, "_tensor_cores", lambda: True)
+    assert (precision.resolve_precision("fast"), precision.resolve_precision("high-prec")) == ("tf32", "tf32x3")
+    reap_rnn.set_recurrent_matmul_precision("high-prec")
+    assert reap_rnn.get_recurrent_matmul_precision() == "tf32x3"
+    monkeypatch.setenv("TORCHRL_RNN_PRECISION", "tf32")
+    reap_rnn.set_recurrent_matmul_precision("auto")  # back to the default: the environment variable
+    assert reap_rnn.get_recurrent_matmul_precision() == "tf32"
+    monkeypatch.setenv("TORCHRL_RNN_PRECISION", "fp8")
+    with pytest.raises(ValueError, match="TORCHRL_RNN_PRECISION='fp8'"):
+        reap_rnn.set_recurrent_matmul_precision(None)
 
 
 def test_auto_is_pad_in_eager_and_scan_under_compile():
@@ -116,7 +185,8 @@ def test_layers_match_torch():
 
 
 MODULES = ["reap_rnn", "reap_rnn.modules", "reap_rnn.mode", "reap_rnn.precision", "reap_rnn.layers",
-           "reap_rnn.plugin", "reap_rnn.backends.base", "reap_rnn.backends.pad", "reap_rnn.backends.scan"]
+           "reap_rnn.plugin", "reap_rnn.testing", "reap_rnn.backends.base", "reap_rnn.backends.pad",
+           "reap_rnn.backends.scan"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -6,16 +6,20 @@ Examples:
     ['observation', 'recurrent_state_h', 'recurrent_state_c', 'is_init']
 """
 
-from reap_rnn.layers import GRU, LSTM
+from reap_rnn.layers import GRU, LSTM, GRUCell, LSTMCell
 from reap_rnn.mode import recurrent_mode, set_recurrent_mode
-from reap_rnn.modules import GRUModule, LSTMModule
-from reap_rnn.precision import set_recurrent_matmul_precision
+from reap_rnn.modules import GRUModule, LSTMModule, canonicalize_rnn_subset
+from reap_rnn.precision import get_recurrent_matmul_precision, set_recurrent_matmul_precision
 
 __all__ = [
     "GRU",
+    "GRUCell",
     "GRUModule",
     "LSTM",
+    "LSTMCell",
     "LSTMModule",
+    "canonicalize_rnn_subset",
+    "get_recurrent_matmul_precision",
     "recurrent_mode",
     "set_recurrent_matmul_precision",
     "set_recurrent_mode",

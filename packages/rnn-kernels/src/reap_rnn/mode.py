@@ -34,7 +34,7 @@ class set_recurrent_mode:
 
     Args:
         mode: ``True`` or ``"recurrent"`` for ``[B, T]`` sequences, ``False`` or
-            ``"sequential"`` for single steps, ``None`` for each module's default.
+            ``"sequential"`` for single steps (either case), ``None`` for each module's default.
 
     Examples:
         >>> from reap_rnn import set_recurrent_mode
@@ -48,15 +48,19 @@ class set_recurrent_mode:
 
     def __init__(self, mode: bool | str | None = True):
         if isinstance(mode, str):
-            if mode not in ("recurrent", "sequential"):
+            if mode.lower() not in ("recurrent", "sequential"):
                 raise ValueError(
                     f"set_recurrent_mode: mode must be a bool, 'recurrent' or 'sequential', got {mode!r}"
                 )
-            mode = mode == "recurrent"
+            mode = mode.lower() == "recurrent"
         if mode is not None and not isinstance(mode, bool):
             raise TypeError(f"set_recurrent_mode: mode must be a bool, a string or None, got {mode!r}")
         self.mode = mode
         self._saved: list = []
+
+    def clone(self) -> set_recurrent_mode:
+        """A new context manager with the same mode (TorchRL's)."""
+        return type(self)(self.mode)
 
     def __enter__(self):
         self._saved.append(recurrent_mode())

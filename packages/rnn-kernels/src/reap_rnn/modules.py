@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModuleBase
+from tensordict.nn import TensorDictModuleBase, dispatch
 from tensordict.utils import unravel_key_list
 
 from reap.plugins import get_recurrent_backend
@@ -32,11 +32,12 @@ def _is_compiling() -> bool:
 class _RecurrentModule(TensorDictModuleBase):
     kind = "?"
     rnn_cls: type = torch.nn.Module
-    state_keys: tuple[str, ...] = ()
+    DEFAULT_IN_KEYS: list = []
+    DEFAULT_OUT_KEYS: list = []
 
-    def _setup(self, name, *, input_size, hidden_size, num_layers, bias, dropout, bidirectional,
-               extra, in_key, in_keys, out_key, out_keys, device, rnn, default_recurrent_mode,
-               recurrent_backend, recurrent_recompute, recurrent_compute_dtype,
+    def _setup(self, name, *, input_size, hidden_size, num_layers, bias, batch_first, dropout,
+               bidirectional, python_based, extra, in_key, in_keys, out_key, out_keys, device, rnn,
+               default_recurrent_mode, recurrent_backend, recurrent_recompute, recurrent_compute_dtype,
                recurrent_matmul_precision):
         cls = type(self).__name__
         if recurrent_backend not in BACKENDS:
@@ -56,9 +57,17 @@ class _RecurrentModule(TensorDictModuleBase):
         else:
             if input_size is None or hidden_size is None:
                 raise ValueError(f"{cls}: input_size and hidden_size are required (or pass {name}=)")
-            rnn = self.rnn_cls(input_size, hidden_size, num_layers, bias=bias, batch_first=True,
-                               dropout=dropout, bidirectional=bidirectional, device=device, **extra)
-        if rnn.bidirectional:
+            if not batch_first:
+                raise ValueError(
+                    f"{cls}: batch_first=False is not supported (nor by TorchRL's {cls}): batches are "
+                    "[B, T]; leave batch_first=True"
+                )
+            if bidirectional:
+                rnn = None  # refused below, with the reason
+            else:
+                rnn = self.rnn_cls(input_size, hidden_size, num_layers, bias=bias, batch_first=True,
+                                   dropout=dropout, device=device, **extra)
+        if bidirectional or (rnn is not None and rnn.bidirectional):
             raise ValueError(
                 f"{cls}: bidirectional=True is not supported: a policy acting step by step cannot read "
                 f"future steps; use torch.nn.{self.rnn_cls.__name__} directly for bidirectional encoders"
@@ -67,17 +76,17 @@ class _RecurrentModule(TensorDictModuleBase):
             raise ValueError(f"{cls}: pass exactly one of in_key and in_keys")
         if (out_key is None) == (out_keys is None):
             raise ValueError(f"{cls}: pass exactly one of out_key and out_keys")
-        in_keys = [in_key, *self.state_keys] if in_key is not None else list(in_keys)
-        out_keys = [out_key, *(("next", k) for k in self.state_keys)] if out_key is not None else list(out_keys)
+        in_keys = [in_key, *self.DEFAULT_IN_KEYS] if in_key is not None else in_keys
+        out_keys = [out_key, *self.DEFAULT_OUT_KEYS] if out_key is not None else out_keys
         in_keys, out_keys = unravel_key_list(in_keys), unravel_key_list(out_keys)
-        n = 1 + len(self.state_keys)
+        n = 1 + len(self.DEFAULT_IN_KEYS)
         if len(in_keys) not in (n, n + 1) or (len(in_keys) == n + 1 and in_keys[-1] != "is_init"):
             raise ValueError(
-                f"{cls}: in_keys must be the input and the {len(self.state_keys)} state key(s) "
+                f"{cls}: in_keys must be the input and the {len(self.DEFAULT_IN_KEYS)} state key(s) "
                 f"(optionally followed by 'is_init'), got {in_keys}"
             )
         if len(out_keys) != n:
-            raise ValueError(f"{cls}: out_keys must be the output and the {len(self.state_keys)} next-state key(s), got {out_keys}")
+            raise ValueError(f"{cls}: out_keys must be the output and the {len(self.DEFAULT_IN_KEYS)} next-state key(s), got {out_keys}")
         if "is_init" not in in_keys:
             in_keys = [*in_keys, "is_init"]
         self.in_keys, self.out_keys = in_keys, out_keys
@@ -92,6 +101,9 @@ class _RecurrentModule(TensorDictModuleBase):
             recompute=recurrent_recompute, compute_dtype=recurrent_compute_dtype,
             precision=recurrent_matmul_precision,
         )
+        if python_based:
+            self._set_rnn(self._python_based(rnn))
+            rnn = self._rnn
         names = ("pad", "scan") if recurrent_backend == "auto" else (recurrent_backend,)
         self._kernels = {}
         for backend in names:
@@ -119,6 +131,72 @@ class _RecurrentModule(TensorDictModuleBase):
             "module.set_recurrent_mode() was removed (as in TorchRL): use the reap_rnn.set_recurrent_mode "
             "context manager or default_recurrent_mode= in the constructor"
         )
+
+    @property
+    def temporal_mode(self):
+        raise RuntimeError("temporal_mode is deprecated, use recurrent_mode instead.")
+
+    # ---- the wrapped layer -----------------------------------------------------------------
+    def _python_based(self, rnn):
+        """``rnn``'s weights (the same parameters) in reap's ``LSTM``/``GRU`` layer class."""
+        from reap_rnn import layers
+
+        cls = getattr(layers, self.rnn_cls.__name__)
+        if isinstance(rnn, cls):
+            return rnn
+        if getattr(rnn, "proj_size", 0):
+            raise ValueError(f"{type(self).__name__}: python_based=True does not support proj_size; use the default")
+        new = cls(rnn.input_size, rnn.hidden_size, rnn.num_layers, bias=rnn.bias, batch_first=True,
+                  dropout=rnn.dropout, device="meta")
+        for key, param in rnn.named_parameters():
+            setattr(new, key, param)
+        return new
+
+    def make_python_based(self):
+        """Hold the weights (the same parameters) in reap's ``LSTM``/``GRU`` layer, TorchRL's
+        python-based layer; returns ``self``. reap's backends compute the same either way.
+
+        Examples:
+            >>> from reap_rnn import GRU, GRUModule
+            >>> module = GRUModule(input_size=3, hidden_size=4, in_key="x", out_key="y")
+            >>> isinstance(module.make_python_based().gru, GRU)
+            True
+        """
+        self._set_rnn(self._python_based(self._rnn))
+        return self
+
+    def make_cudnn_based(self):
+        """Hold the weights (the same parameters) in ``torch.nn.LSTM``/``GRU``; returns ``self``."""
+        rnn = self._rnn
+        if type(rnn) is self.rnn_cls:
+            return self
+        new = self.rnn_cls(rnn.input_size, rnn.hidden_size, rnn.num_layers, bias=rnn.bias, batch_first=True,
+                           dropout=rnn.dropout, device="meta")
+        for key, param in rnn.named_parameters():
+            setattr(new, key, param)
+        self._set_rnn(new)
+        return self
+
+    # ---- layouts ---------------------------------------------------------------------------
+    @property
+    def canonical_keys(self) -> list:
+        """The keys whose memory layout matters to the module: its in_keys and out_keys."""
+        return list(self.in_keys) + list(self.out_keys)
+
+    def canonicalize(self, data: TensorDictBase, *, inplace: bool = False) -> TensorDictBase:
+        """``data`` with the module's entries (:attr:`canonical_keys`) made contiguous, the
+        others left as they are; a shallow copy unless ``inplace``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> from reap_rnn import LSTMModule
+            >>> module = LSTMModule(input_size=3, hidden_size=4, in_key="obs", out_key="out")
+            >>> td = TensorDict(obs=torch.zeros(5, 2, 3).transpose(0, 1), batch_size=[2, 5])
+            >>> module.canonicalize(td)["obs"].is_contiguous()
+            True
+        """
+        return canonicalize_rnn_subset(data, [self], inplace=inplace)
 
     # ---- shapes ---------------------------------------------------------------------------
     def _state_sizes(self) -> list[int]:
@@ -148,6 +226,7 @@ class _RecurrentModule(TensorDictModuleBase):
         return TensorDictPrimer(primers, expand_specs=True)
 
     # ---- forward --------------------------------------------------------------------------
+    @dispatch
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if "is_init" not in tensordict.keys():
             raise KeyError(
@@ -256,19 +335,21 @@ class LSTMModule(_RecurrentModule):
 
     kind = "lstm"
     rnn_cls = torch.nn.LSTM
-    state_keys = ("recurrent_state_h", "recurrent_state_c")
+    DEFAULT_IN_KEYS = ["recurrent_state_h", "recurrent_state_c"]
+    DEFAULT_OUT_KEYS = [("next", "recurrent_state_h"), ("next", "recurrent_state_c")]
 
     def __init__(self, input_size: int | None = None, hidden_size: int | None = None,
-                 num_layers: int = 1, *, bias: bool = True, dropout: float = 0.0, proj_size: int = 0,
-                 bidirectional: bool = False, in_key=None, in_keys=None, out_key=None, out_keys=None,
-                 device=None, lstm: torch.nn.LSTM | None = None,
-                 default_recurrent_mode: bool | None = None, recurrent_backend: str = "pad",
-                 recurrent_recompute: str = "none", recurrent_compute_dtype: torch.dtype | None = None,
-                 recurrent_matmul_precision: str = "auto"):
+                 num_layers: int = 1, bias: bool = True, batch_first: bool = True, dropout: float = 0,
+                 proj_size: int = 0, bidirectional: bool = False, python_based: bool = False,
+                 recurrent_backend: str = "pad", recurrent_compute_dtype: torch.dtype | None = None,
+                 recurrent_recompute: str = "none", recurrent_matmul_precision: str = "auto", *,
+                 in_key=None, in_keys=None, out_key=None, out_keys=None, device=None,
+                 lstm: torch.nn.LSTM | None = None, default_recurrent_mode: bool | None = None):
         super().__init__()
         self.lstm = self._setup(
             "lstm", input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias,
-            dropout=dropout, bidirectional=bidirectional, extra={"proj_size": proj_size},
+            batch_first=batch_first, dropout=dropout, bidirectional=bidirectional,
+            python_based=python_based, extra={"proj_size": proj_size},
             in_key=in_key, in_keys=in_keys, out_key=out_key, out_keys=out_keys, device=device,
             rnn=lstm, default_recurrent_mode=default_recurrent_mode,
             recurrent_backend=recurrent_backend, recurrent_recompute=recurrent_recompute,
@@ -279,6 +360,9 @@ class LSTMModule(_RecurrentModule):
     @property
     def _rnn(self):
         return self.lstm
+
+    def _set_rnn(self, rnn):
+        self.lstm = rnn
 
     def _state_sizes(self):
         return [self.lstm.proj_size or self.lstm.hidden_size, self.lstm.hidden_size]
@@ -313,19 +397,21 @@ class GRUModule(_RecurrentModule):
 
     kind = "gru"
     rnn_cls = torch.nn.GRU
-    state_keys = ("recurrent_state",)
+    DEFAULT_IN_KEYS = ["recurrent_state"]
+    DEFAULT_OUT_KEYS = [("next", "recurrent_state")]
 
     def __init__(self, input_size: int | None = None, hidden_size: int | None = None,
-                 num_layers: int = 1, *, bias: bool = True, dropout: float = 0.0,
-                 bidirectional: bool = False, in_key=None, in_keys=None, out_key=None, out_keys=None,
-                 device=None, gru: torch.nn.GRU | None = None,
-                 default_recurrent_mode: bool | None = None, recurrent_backend: str = "pad",
-                 recurrent_recompute: str = "none", recurrent_compute_dtype: torch.dtype | None = None,
-                 recurrent_matmul_precision: str = "auto"):
+                 num_layers: int = 1, bias: bool = True, batch_first: bool = True, dropout: float = 0,
+                 bidirectional: bool = False, python_based: bool = False, recurrent_backend: str = "pad",
+                 recurrent_compute_dtype: torch.dtype | None = None, recurrent_recompute: str = "none",
+                 recurrent_matmul_precision: str = "auto", *, in_key=None, in_keys=None, out_key=None,
+                 out_keys=None, device=None, gru: torch.nn.GRU | None = None,
+                 default_recurrent_mode: bool | None = None):
         super().__init__()
         self.gru = self._setup(
             "gru", input_size=input_size, hidden_size=hidden_size, num_layers=num_layers, bias=bias,
-            dropout=dropout, bidirectional=bidirectional, extra={},
+            batch_first=batch_first, dropout=dropout, bidirectional=bidirectional,
+            python_based=python_based, extra={},
             in_key=in_key, in_keys=in_keys, out_key=out_key, out_keys=out_keys, device=device,
             rnn=gru, default_recurrent_mode=default_recurrent_mode,
             recurrent_backend=recurrent_backend, recurrent_recompute=recurrent_recompute,
@@ -337,6 +423,9 @@ class GRUModule(_RecurrentModule):
     def _rnn(self):
         return self.gru
 
+    def _set_rnn(self, rnn):
+        self.gru = rnn
+
     def _state_sizes(self):
         return [self.gru.hidden_size]
 
@@ -347,3 +436,36 @@ class GRUModule(_RecurrentModule):
             inp = torch.gru_cell(inp, states[0][k], w.w_ih, w.w_hh, w.b_ih, w.b_hh)
             hs.append(inp)
         return inp.unsqueeze(1), (torch.stack(hs),)
+
+
+def canonicalize_rnn_subset(data: TensorDictBase, modules, *, inplace: bool = False) -> TensorDictBase:
+    """``data`` with the entries of ``modules``' :attr:`canonical_keys` made contiguous (those it
+    holds), the others untouched; a shallow copy unless ``inplace``, as TorchRL's.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap_rnn import GRUModule, LSTMModule, canonicalize_rnn_subset
+        >>> actor = LSTMModule(input_size=3, hidden_size=4, in_key="obs", out_key="a")
+        >>> critic = GRUModule(input_size=3, hidden_size=4, in_key="obs", out_key="c")
+        >>> td = TensorDict(obs=torch.zeros(5, 2, 3).transpose(0, 1), batch_size=[2, 5])
+        >>> canonicalize_rnn_subset(td, [actor, critic])["obs"].is_contiguous()
+        True
+    """
+    present = set(data.keys(True))
+    keys = list(dict.fromkeys(k for module in modules for k in module.canonical_keys if k in present))
+    if not keys:
+        return data
+    out = data if inplace else data.copy()
+    out.update(data.select(*keys).apply(_canonical))
+    return out
+
+
+def _canonical(t: torch.Tensor) -> torch.Tensor:
+    """``t`` if its strides are the row-major ones, else a row-major copy (``is_contiguous()``
+    accepts any stride on a dim of size 1; kernels that read raw strides do not)."""
+    strides, step = [], 1
+    for size in reversed(t.shape):
+        strides.insert(0, step)
+        step *= size
+    return t if t.stride() == tuple(strides) else t.clone(memory_format=torch.contiguous_format)
