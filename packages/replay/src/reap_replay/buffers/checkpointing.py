@@ -86,6 +86,9 @@ def dump(rb, path, checksum: bool) -> None:
                 "state": _split_state("writer", rb._writer.state_dict(), tensors),
             },
         }
+        if rb._rng is not None:
+            tensors["rng_state"] = rb._rng.get_state()
+            meta["rng"] = {"device": str(rb._rng.device), "tensor": "rng_state"}
         ckpt.write_checkpoint(path, meta, tensors, checksum=checksum)
 
 def _storage_meta(rb, path: Path, tensors: dict, checksum: bool) -> dict:
@@ -173,6 +176,11 @@ def _plan_load(rb, path: Path, meta: dict, tensors: dict, verify: bool):
     with _invalid(path, "writer"):
         writer_state = _join_state(meta["writer"]["state"], tensors, path)
         rb._writer._check_state(writer_state, n)
+    with _invalid(path, "random generator"):
+        generator = None
+        if meta.get("rng") is not None:
+            generator = torch.Generator(device=meta["rng"]["device"])
+            generator.set_state(tensors[meta["rng"]["tensor"]])
     with _invalid(path, "storage"):  # last: an in-place storage maps its files here
         load_storage = _plan_storage(rb, path, st, tensors, n, last, verify)
 
@@ -180,6 +188,8 @@ def _plan_load(rb, path: Path, meta: dict, tensors: dict, verify: bool):
         load_storage()
         rb._sampler.load_state_dict(sampler_state)
         rb._writer.load_state_dict(writer_state)
+        if generator is not None:
+            rb.set_rng(generator)
         if batch_size is not None:  # else this buffer's own (README's load_run sets one)
             rb._batch_size = batch_size
 
@@ -309,3 +319,23 @@ class _invalid:
 
 def _is_size(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def dump_component(component, path) -> None:
+    """Writes a sampler's or a writer's ``state_dict()`` as a checkpoint at ``path``."""
+    tensors: dict = {}
+    meta = {"component": type(component).__name__,
+            "state": _split_state("state", component.state_dict(), tensors)}
+    ckpt.write_checkpoint(Path(path), meta, tensors)
+
+
+def load_component(component, path) -> None:
+    """Loads into ``component`` the state :func:`dump_component` wrote at ``path``."""
+    path = Path(path)
+    meta, tensors = ckpt.read_checkpoint(path)
+    if meta.get("component") != type(component).__name__:
+        raise ckpt.CheckpointError(
+            f"{path} holds the state of a {meta.get('component')!r}, not of a {type(component).__name__}"
+        )
+    with _invalid(path, "state"):
+        component.load_state_dict(_join_state(meta["state"], tensors, path))

@@ -81,6 +81,18 @@ class Sampler(metaclass=_ReplacementDispatch):
     def mark_update(self, index, *, storage=None) -> None:
         pass
 
+    def dumps(self, path) -> None:
+        """Writes :meth:`state_dict` as a checkpoint at ``path`` (raw tensors and JSON)."""
+        from reap_replay.buffers.checkpointing import dump_component
+
+        dump_component(self, path)
+
+    def loads(self, path) -> None:
+        """Loads the state that :meth:`dumps` wrote at ``path``."""
+        from reap_replay.buffers.checkpointing import load_component
+
+        load_component(self, path)
+
     def _info_index(self, index):
         """What the buffer reports as ``info["index"]`` for the rows ``index`` it read."""
         return index

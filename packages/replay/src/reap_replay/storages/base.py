@@ -180,6 +180,30 @@ class Storage:
     def __contains__(self, item) -> bool:
         return bool(self.contains(item))
 
+    def dumps(self, path) -> None:
+        """Writes the stored items as a checkpoint at ``path`` (that of a buffer over them)."""
+        from reap_replay.buffers import ReplayBuffer
+
+        ReplayBuffer(storage=self).dumps(path)
+
+    def loads(self, path) -> None:
+        """Loads the items that :meth:`dumps` wrote at ``path``."""
+        from reap_replay.buffers import ReplayBuffer
+
+        ReplayBuffer(storage=self).loads(path)
+
+    def save(self, *args, **kwargs) -> None:
+        """Alias of :meth:`dumps`."""
+        self.dumps(*args, **kwargs)
+
+    def dump(self, *args, **kwargs) -> None:
+        """Alias of :meth:`dumps`."""
+        self.dumps(*args, **kwargs)
+
+    def load(self, *args, **kwargs) -> None:
+        """Alias of :meth:`loads`."""
+        self.loads(*args, **kwargs)
+
     def attach(self, buffer) -> None:
         """TorchRL's hook for buffers reading this storage; reap's buffers need none."""
 

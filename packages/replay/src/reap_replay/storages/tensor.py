@@ -7,7 +7,7 @@ copy per leaf): no per-item Python work and no generic TensorDict indexing on th
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDict, TensorDictBase, is_tensorclass
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensorclass
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from reap_replay.storages.base import (
@@ -32,6 +32,18 @@ def _unsqueeze(data):
     if isinstance(data, list):
         return [data]
     return tree_map(lambda x: x.unsqueeze(0), data)
+
+
+def _dense(data: LazyStackedTensorDict) -> TensorDictBase:
+    """A lazy stack as one TensorDict, or an error if its items differ in shape."""
+    try:
+        return data.contiguous()
+    except RuntimeError as err:
+        raise ValueError(
+            "the data is a lazy stack of TensorDicts whose entries differ in shape; a tensor "
+            "storage holds items of one shape: pad them to one shape, or store them in a "
+            f"ListStorage ({err})"
+        ) from err
 
 
 def _stack(items: list):
@@ -204,6 +216,8 @@ class TensorStorage(Storage):
     def _checked(self, data) -> _Rows:
         if not isinstance(data, (torch.Tensor, TensorDictBase)):
             data = self._encode(data)
+        elif isinstance(data, LazyStackedTensorDict):
+            data = _dense(data)
         if self._storage is None:
             self._init_from(data[0])
         if self._spec is None:

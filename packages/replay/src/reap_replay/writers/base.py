@@ -71,6 +71,18 @@ class Writer:
                 "leave rows never written in between"
             )
 
+    def dumps(self, path) -> None:
+        """Writes :meth:`state_dict` as a checkpoint at ``path`` (raw tensors and JSON)."""
+        from reap_replay.buffers.checkpointing import dump_component
+
+        dump_component(self, path)
+
+    def loads(self, path) -> None:
+        """Loads the state that :meth:`dumps` wrote at ``path``."""
+        from reap_replay.buffers.checkpointing import load_component
+
+        load_component(self, path)
+
     def _done(self) -> None:
         self._storage._record_progress(self._cursor, self._write_count)
 

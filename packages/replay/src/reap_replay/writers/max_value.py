@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import is_tensor_collection
 
 from reap_replay.storages.base import _spawning
 from reap_replay.writers.base import Writer
+
+
+def _check_collection(data) -> None:
+    if not is_tensor_collection(data):
+        raise RuntimeError(
+            "TensorDictMaxValueWriter expects data to be a tensor collection (tensordict or "
+            f"tensorclass). Found a {type(data).__name__} instead: use a RoundRobinWriter for other "
+            "data."
+        )
 
 
 class TensorDictMaxValueWriter(Writer):
@@ -47,8 +56,7 @@ class TensorDictMaxValueWriter(Writer):
         self._written = torch.zeros(storage.max_size, dtype=torch.bool)
 
     def _rank(self, data) -> torch.Tensor:
-        if not isinstance(data, TensorDictBase):
-            raise TypeError("TensorDictMaxValueWriter writes TensorDicts only")
+        _check_collection(data)
         rank = data.get(self._rank_key, None)
         if rank is None:
             raise KeyError(f"the data has no rank entry {self._rank_key!r} (rank_key)")
@@ -62,6 +70,7 @@ class TensorDictMaxValueWriter(Writer):
         return getattr(rank, self._reduction)(1)
 
     def add(self, data):
+        _check_collection(data)
         index = self.extend(data.unsqueeze(0))
         i = int(index[0])
         return None if i < 0 else i
