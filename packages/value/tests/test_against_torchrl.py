@@ -51,7 +51,7 @@ def test_same_parameters(name):
     ]
 
 
-@pytest.mark.parametrize("name", [*NAMES, "MultiAgentGAE"])
+@pytest.mark.parametrize("name", [*NAMES, "MultiAgentGAE", "VTrace"])
 def test_estimators_take_torchrl_keywords(name):
     ours = inspect.signature(getattr(rv, name)).parameters
     theirs = inspect.signature(getattr(torchrl_value, name)).parameters
@@ -305,3 +305,42 @@ def test_multiagent_gae_same():
             gae.set_keys(value=("agents", "state_value"), advantage=("agents", "advantage"))
             results.append(gae(td.clone()))
         _assert_same(*results, [("agents", "advantage"), "value_target"])
+
+
+def _actor():
+    modules = pytest.importorskip("torchrl.modules")
+    torch.manual_seed(1)
+    return modules.ProbabilisticActor(
+        module=TensorDictModule(torch.nn.Linear(3, 4), in_keys=["obs"], out_keys=["logits"]),
+        in_keys=["logits"], out_keys=["action"], distribution_class=modules.OneHotCategorical,
+        return_log_prob=True)
+
+
+def test_vtrace_takes_torchrl_keywords():
+    ours = inspect.signature(rv.VTrace).parameters
+    theirs = inspect.signature(torchrl_value.VTrace).parameters
+    assert [(p.name, p.kind, p.default) for p in ours.values()] == [(p.name, p.kind, p.default) for p in theirs.values()]
+
+
+@pytest.mark.parametrize("extra", [{}, {"average_adv": True}, {"average_adv": True, "group_key": "task"},
+                                   {"rho_thresh": 0.5, "c_thresh": 2.0}, {"value_chunk_size": 1}])
+def test_vtrace_same(extra):
+    from tensordict.nn import set_composite_lp_aggregate
+
+    actor, net = _actor(), _net()
+    td = _batch((2, 10))
+    td["task"] = torch.tensor([0, 1]).view(2, 1, 1).expand(2, 10, 1).clone()
+    with set_composite_lp_aggregate(False):
+        td["action_log_prob"] = torch.log(torch.rand(2, 10, 1, generator=torch.Generator().manual_seed(2)))
+        ours = rv.VTrace(gamma=0.98, actor_network=actor, value_network=net, **extra)
+        theirs = torchrl_value.VTrace(gamma=0.98, actor_network=actor, value_network=net, **extra)
+        assert ours.in_keys == theirs.in_keys and set(ours.state_dict()) == set(theirs.state_dict())
+        _assert_same(ours(td.clone()), theirs(td.clone()))
+        inputs = {"obs": td["obs"], "action_log_prob": td["action_log_prob"], "next_obs": td["next", "obs"],
+                  "next_reward": td["next", "reward"], "next_done": td["next", "done"],
+                  "next_terminated": td["next", "terminated"], **({"task": td["task"]} if "group_key" in extra else {})}
+        for a, b in zip(ours(**inputs), theirs(**inputs)):
+            torch.testing.assert_close(a, b, **TOL)
+    for lib in (rv, torchrl_value):
+        with pytest.raises(NotImplementedError, match="Per-value gamma is not supported"):
+            lib.VTrace(gamma=torch.full((2,), 0.9), actor_network=actor, value_network=net)

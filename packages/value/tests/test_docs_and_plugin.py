@@ -17,6 +17,7 @@ MODULES = [
     "reap_value.functional",
     "reap_value.estimators",
     "reap_value.multiagent",
+    "reap_value.vtrace",
     "reap_value.plugin",
 ]
 

@@ -444,3 +444,30 @@ def test_value_network_is_not_a_submodule_and_coefficients_are_buffers():
     assert gae.gamma.dtype == torch.get_default_dtype() and float(gae.lmbda) == pytest.approx(0.8)
     td0 = rv.TD0Estimator.for_loss(type("Loss", (), {"critic_network": net})(), gamma=0.5)
     assert td0.value_network is net
+
+
+def test_vtrace_module_is_the_function_with_the_actors_log_prob():
+    from tensordict.nn import ProbabilisticTensorDictModule, ProbabilisticTensorDictSequential
+
+    torch.manual_seed(0)
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(torch.nn.Linear(3, 4), in_keys=["obs"], out_keys=["logits"]),
+        ProbabilisticTensorDictModule(in_keys=["logits"], out_keys=["action"],
+                                      distribution_class=torch.distributions.Categorical))
+    net = _network()
+    td = _batch()
+    vtrace = rv.VTrace(gamma=0.9, actor_network=actor, value_network=net, rho_thresh=0.8).set_keys(
+        sample_log_prob="sample_log_prob")
+    with pytest.raises(KeyError, match="the batch has no 'sample_log_prob'"):
+        vtrace(td.clone())
+    td["sample_log_prob"] = torch.randn(3, 11, 1)
+    out = vtrace(td.clone())
+    with torch.no_grad():
+        v, nv = _values(net, td)
+        dist = actor.get_dist(td)
+        log_pi = dist.log_prob(dist.mode).unsqueeze(-1)  # the deterministic action, as TorchRL's
+    expected = rv.vtrace_advantage_estimate(0.9, log_pi, td["sample_log_prob"], v, nv, td["next", "reward"],
+                                            td["next", "done"], td["next", "terminated"], rho_thresh=0.8)
+    torch.testing.assert_close(out["advantage"], expected[0])
+    torch.testing.assert_close(out["value_target"], expected[1])
+    assert "sample_log_prob" in vtrace.in_keys

@@ -1,4 +1,4 @@
-"""Vectorised advantage and return estimators: GAE, TD(lambda), TD(1), TD(0).
+"""Vectorised advantage and return estimators: GAE, TD(lambda), TD(1), TD(0), V-trace.
 
 Examples:
     >>> import torch
@@ -34,6 +34,7 @@ from reap_value.functional import (
     vtrace_advantage_estimate,
 )
 from reap_value.multiagent import MultiAgentGAE
+from reap_value.vtrace import VTrace
 
 __all__ = [
     "GAE",
@@ -41,6 +42,7 @@ __all__ = [
     "TD0Estimator",
     "TD1Estimator",
     "TDLambdaEstimator",
+    "VTrace",
     "ValueEstimatorBase",
     "generalized_advantage_estimate",
     "vec_generalized_advantage_estimate",
