@@ -301,7 +301,7 @@ def test_state_dict_roundtrip():
     c = Collector(env, linear_policy(), frames_per_batch=10, total_frames=-1)
     c.rollout()
     state = c.state_dict()
-    assert state["frames"] == 10 and "transforms.0" in state["env_state_dict"]
+    assert state["frames"] == 10 and "_extra_state" in state["env_state_dict"]
     other = Collector(TransformedEnv(GymEnv("Pendulum-v1"), VecNorm()), linear_policy(seed=1),
                       frames_per_batch=10, total_frames=-1)
     other.load_state_dict(state)

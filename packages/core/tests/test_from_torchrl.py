@@ -26,8 +26,9 @@ def test_torchrl_lstm_primer_on_a_reap_env_carries_the_states():
     policy = TensorDictSequential(lstm, TensorDictModule(torch.nn.Linear(8, 1), ["embed"], ["action"]))
     env = GymEnv("Pendulum-v1", num_envs=2).append_transform(InitTracker())
     env = env.append_transform(lstm.make_tensordict_primer())
-    primer = env.transforms[-1]
-    assert type(primer) is TensorDictPrimer and primer.default_value == 0.0
+    primer = env.transform[-1]
+    assert type(primer) is TensorDictPrimer
+    assert primer.default_value == {"recurrent_state_h": 0.0, "recurrent_state_c": 0.0}
     theirs = torchrl_envs.GymEnv("Pendulum-v1").append_transform(lstm.make_tensordict_primer()).reset()
     reset = env.reset()
     for key in ("recurrent_state_h", "recurrent_state_c"):
@@ -50,22 +51,19 @@ def test_torchrl_lstm_primer_on_a_reap_env_carries_the_states():
 def test_torchrl_transforms_reap_cannot_take_say_what_to_use():
     env = GymEnv("Pendulum-v1")
     with pytest.raises(TypeError, match=re.escape(
-            "append_transform: StepCounter is TorchRL's transform; a reap env takes reap's transforms: use "
+            "StepCounter is TorchRL's transform; a reap env takes reap's transforms: use "
             "reap's (`from reap.envs import StepCounter`) with the same arguments")):
         env.append_transform(torchrl_envs.StepCounter())
     with pytest.raises(TypeError, match="insert_transform: GrayScale is TorchRL's transform; .* reap has no "
                                         "transform of that name"):
         env.append_transform(InitTracker()).insert_transform(0, torchrl_envs.GrayScale())
-    with pytest.raises(TypeError, match="append_transform: expected a Transform, got int"):
+    with pytest.raises(ValueError, match="expected a transform or a callable, but received an object of type"):
         env.append_transform(3)
     two_defaults = torchrl_envs.TensorDictPrimer(
         {"a": torchrl_data.Unbounded(shape=(3,)), "b": torchrl_data.Unbounded(shape=(3,))},
         default_value={"a": 0.0, "b": 1.0})
-    with pytest.raises(TypeError, match=re.escape(
-            "append_transform: TorchRL's TensorDictPrimer converts to reap's only with random off and one "
-            "number as default_value for every key (got random=None, default_value per key {'a': 0.0, 'b': 1.0}, "
-            "None where not a number); build reap's instead: `from reap.envs import TensorDictPrimer`")):
-        env.append_transform(two_defaults)
+    td = env.append_transform(two_defaults).reset()  # converted, with a default per key
+    assert (td["a"] == 0).all() and (td["b"] == 1).all()
     multi_one_hot = torchrl_envs.TensorDictPrimer({"a": torchrl_data.MultiOneHot([2, 3])})
     with pytest.raises(TypeError, match="has a MultiOneHot spec at 'a', which reap does not convert"):
         env.append_transform(multi_one_hot)

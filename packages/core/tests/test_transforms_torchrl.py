@@ -70,7 +70,11 @@ CASES = {
     "NoopResetEnv": (lambda: reap.NoopResetEnv(5), lambda: T.NoopResetEnv(5)),
     "ObservationNorm": (
         lambda: reap.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"]),
-        lambda: T.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"], standard_normal=True),
+        lambda: T.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"]),
+    ),
+    "ObservationNorm-standard_normal-out_keys": (
+        lambda: reap.ObservationNorm(0.5, 2.0, in_keys=["observation"], out_keys=["o2"], standard_normal=True),
+        lambda: T.ObservationNorm(0.5, 2.0, in_keys=["observation"], out_keys=["o2"], standard_normal=True),
     ),
     "ClipTransform": (
         lambda: reap.ClipTransform(in_keys=["observation"], low=-0.5, high=0.5),

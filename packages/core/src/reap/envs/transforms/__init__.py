@@ -1,6 +1,9 @@
-"""Transforms: ``TransformedEnv`` and the transforms TorchRL users reach for, one file per concept.
+"""Transforms: ``TransformedEnv`` and TorchRL's transforms, one file per concept.
 
-They act on the collector's preallocated step arrays in place (see ``transformed_env``).
+reap's transforms act on the collector's preallocated step arrays in place (see
+``transformed_env`` and ``layout``); each also has TorchRL's TensorDict hooks (``t(td)``,
+``_call``, ``_step``, ``_reset``, ``inv``, the spec hooks), and a user's ``Transform`` subclass
+written for TorchRL runs through those (``torchrl_hooks``).
 
 Examples:
     >>> from reap.envs import GymEnv
@@ -11,15 +14,28 @@ Examples:
     [1, 2, 3, 4]
 """
 
+from reap.envs.transforms.catframes import CatFrames
+from reap.envs.transforms.compose import Compose
+from reap.envs.transforms.image import ToTensorImage
 from reap.envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
 from reap.envs.transforms.normalization import ObservationNorm, VecNorm
 from reap.envs.transforms.primer import TensorDictPrimer
-from reap.envs.transforms.reward import RewardClipping, RewardScaling, RewardSum
+from reap.envs.transforms.returns import Reward2GoTransform, TargetReturn
+from reap.envs.transforms.reward import LineariseRewards, RewardClipping, RewardScaling, RewardSum
 from reap.envs.transforms.stepping import FrameSkipTransform, NoopResetEnv
 from reap.envs.transforms.steps import InitTracker, StepCounter
-from reap.envs.transforms.tensors import CatFrames, CatTensors, UnsqueezeTransform
-from reap.envs.transforms.transformed_env import Compose, Transform, TransformedEnv
-from reap.envs.transforms.values import ClipTransform, DoubleToFloat
+from reap.envs.transforms.tensors import (
+    CatTensors,
+    PermuteTransform,
+    SqueezeTransform,
+    Stack,
+    UnsqueezeTransform,
+)
+from reap.envs.transforms.transform import Transform
+from reap.envs.transforms.transformed_env import TransformedEnv
+from reap.envs.transforms.unary import Hash, UnaryTransform
+from reap.envs.transforms.values import ClipTransform, DoubleToFloat, DTypeCastTransform
+from reap.envs.transforms.vecnorm import VecNormV2
 from reap.mirror import module_getattr
 
 __all__ = [
@@ -27,23 +43,34 @@ __all__ = [
     "CatTensors",
     "ClipTransform",
     "Compose",
+    "DTypeCastTransform",
     "DoubleToFloat",
     "ExcludeTransform",
     "FrameSkipTransform",
+    "Hash",
     "InitTracker",
+    "LineariseRewards",
     "NoopResetEnv",
     "ObservationNorm",
+    "PermuteTransform",
     "RenameTransform",
+    "Reward2GoTransform",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
     "SelectTransform",
+    "SqueezeTransform",
+    "Stack",
     "StepCounter",
+    "TargetReturn",
     "TensorDictPrimer",
+    "ToTensorImage",
     "Transform",
     "TransformedEnv",
+    "UnaryTransform",
     "UnsqueezeTransform",
     "VecNorm",
+    "VecNormV2",
 ]
 
 #: TorchRL's other names at this path say where they are (``reap.mirror``).

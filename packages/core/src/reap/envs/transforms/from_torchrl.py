@@ -1,8 +1,8 @@
 """TorchRL transforms handed to a reap env: a ``TensorDictPrimer`` is converted, others refused.
 
 TorchRL's ``LSTMModule.make_tensordict_primer()`` makes a TorchRL ``TensorDictPrimer``; a reap env
-takes it as reap's primer with the same keys, specs and default. Any other TorchRL transform is an
-error naming reap's transform of the same name to use instead, where reap has one.
+takes it as reap's primer with the same keys, specs, defaults and options. Any other TorchRL
+transform is an error naming reap's transform of the same name to use instead, where reap has one.
 
 Examples:
     >>> from reap.envs.transforms import StepCounter
@@ -17,7 +17,7 @@ import torch
 from tensordict import TensorDictBase
 
 from reap.envs.transforms.primer import TensorDictPrimer
-from reap.envs.transforms.transformed_env import Transform
+from reap.envs.transforms.transform import Transform
 from reap.specs import Binary, Bounded, Categorical, Unbounded
 
 
@@ -38,28 +38,15 @@ def as_reap_transform(transform, where: str) -> Transform:
 
 
 def _primer(theirs, where: str) -> TensorDictPrimer:
-    """Reap's ``TensorDictPrimer`` with the keys, specs and default of TorchRL's ``theirs``."""
-    defaults = theirs.default_value  # a number, or one per key (a dict or TensorDict), or callables
-    per_key = defaults.items() if isinstance(defaults, (dict, TensorDictBase)) else [("*", defaults)]
-    numbers = {key: _number(value) for key, value in per_key}
-    if theirs.random or len(set(numbers.values())) != 1 or None in numbers.values():
-        raise TypeError(
-            f"{where}: TorchRL's TensorDictPrimer converts to reap's only with random off and one number "
-            f"as default_value for every key (got random={theirs.random}, default_value per key "
-            f"{numbers}, None where not a number); build reap's instead: "
-            "`from reap.envs import TensorDictPrimer`"
-        )
-    specs = {key: _spec(key, spec, where) for key, spec in theirs.primers.items()}
-    expand = theirs.expand_specs
-    if expand is None:  # TorchRL's default: specs without the batch dims when the primers have none
-        expand = not theirs.primers.shape
-    return TensorDictPrimer(specs, default_value=next(iter(numbers.values())), expand_specs=expand)
-
-
-def _number(value) -> float | None:
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        return float(value)
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """Reap's ``TensorDictPrimer`` with the keys, specs, defaults and options of TorchRL's ``theirs``."""
+    defaults = theirs.default_value  # one per key (a dict or TensorDict), or one callable for all
+    if isinstance(defaults, TensorDictBase):
+        defaults = dict(defaults.items(True, True))
+    if isinstance(defaults, dict):
+        defaults = {k: float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in defaults.items()}
+    specs = {key: _spec(key, spec, where) for key, spec in theirs.primers.items(True, True)}
+    return TensorDictPrimer(specs, random=theirs.random, default_value=None if theirs.random else defaults,
+                            expand_specs=theirs.expand_specs, single_default_value=theirs.single_default_value)
 
 
 def _spec(key, spec, where: str):

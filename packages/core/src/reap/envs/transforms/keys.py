@@ -1,5 +1,6 @@
-"""Transforms that rename or hide entries: ``RenameTransform``, ``ExcludeTransform``,
-``SelectTransform``. Renaming and hiding cost nothing per step (see ``TransformedEnv``).
+"""Transforms that rename or hide entries (TorchRL's): ``RenameTransform``, ``ExcludeTransform``,
+``SelectTransform``. Renaming and hiding cost nothing per step (see ``layout``); the done flags
+stay (the collector reads them), though ``create_copy=True`` may copy them.
 
 Examples:
     >>> from reap.envs import GymEnv
@@ -11,87 +12,106 @@ Examples:
 
 from __future__ import annotations
 
-import numpy as np
+from copy import copy
 
-from reap.envs.base import FLAG_KEYS
-from reap.envs.transforms.transformed_env import Transform
-
-
-def _names(keys, owner: str, what: str) -> list[str]:
-    keys = [keys] if isinstance(keys, str) else list(keys)
-    for key in keys:
-        if not isinstance(key, str):
-            raise TypeError(f"{owner}: {what} must be plain string keys (reap's flat keys), got {key!r}")
-    return keys
+from reap.envs.transforms.transform import Transform, keys_list, missing_tolerance, write_rows
 
 
 class RenameTransform(Transform):
-    """Show ``in_keys`` under the names ``out_keys`` (TorchRL's ``RenameTransform``).
+    """Show ``in_keys`` under the names ``out_keys``, and ``out_keys_inv`` (what the policy writes)
+    as ``in_keys_inv`` to the env (TorchRL's ``RenameTransform``).
 
     With ``create_copy=True`` the original entries stay and the new ones are copies.
 
     Examples:
         >>> from reap.envs import GymEnv
         >>> from reap.envs.transforms import RenameTransform, TransformedEnv
-        >>> env = TransformedEnv(GymEnv("Pendulum-v1"), RenameTransform(["observation"], ["obs"]))
-        >>> env.rollout(2)["next", "obs"].shape
-        torch.Size([2, 3])
+        >>> env = TransformedEnv(GymEnv("Pendulum-v1"), RenameTransform(["observation"], ["obs"], ["action"], ["act"]))
+        >>> env.action_key, env.rollout(2)["next", "obs"].shape
+        ('act', torch.Size([2, 3]))
     """
 
-    def __init__(self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, *,
-                 create_copy: bool = False):
-        in_keys = _names(in_keys, "RenameTransform", "in_keys")
-        out_keys = _names(out_keys, "RenameTransform", "out_keys")
-        if len(in_keys) != len(out_keys):
-            raise ValueError(
-                f"RenameTransform: in_keys and out_keys must have the same length, got {in_keys} and {out_keys}"
-            )
-        if in_keys_inv or out_keys_inv:
-            raise ValueError(
-                "RenameTransform: in_keys_inv/out_keys_inv (renaming the action) are not supported; "
-                "make the policy write the env's action key"
-            )
-        super().__init__(in_keys=in_keys)
-        self.out_keys = out_keys
+    _array_hooks = True
+    _array_inverse = True
+
+    def __init__(self, in_keys, out_keys, in_keys_inv=None, out_keys_inv=None, create_copy: bool = False):
+        in_keys_inv = [] if in_keys_inv is None else in_keys_inv
+        out_keys_inv = copy(in_keys_inv) if out_keys_inv is None else out_keys_inv
         self.create_copy = create_copy
+        super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
+        if len(self.in_keys) != len(self.out_keys):
+            raise ValueError(f"The number of in_keys ({len(self.in_keys)}) should match the number of out_keys "
+                             f"({len(self.out_keys)}).")
+        if len(self.in_keys_inv) != len(self.out_keys_inv):
+            raise ValueError(f"The number of in_keys_inv ({len(self.in_keys_inv)}) should match the number of "
+                             f"out_keys_inv ({len(self.out_keys_inv)}).")
+        if set(self.out_keys) & set(self.in_keys):
+            raise ValueError(f"Cannot have matching in and out_keys because order is unclear. Please use separated "
+                             f"transforms. Got in_keys={self.in_keys} and out_keys={self.out_keys}.")
 
-    def set_container(self, env):
-        super().set_container(env)
-        taken = [k for k in self.out_keys if k in env.root_specs() or k in env.next_specs()]
-        if taken:
-            raise ValueError(f"RenameTransform: out_keys {taken} already exist in the env")
-        bad = [k for k in self.in_keys if k in FLAG_KEYS or k == env.action_key]
-        if bad:
-            raise ValueError(f"RenameTransform: {bad} cannot be renamed (the collector reads them)")
+    def _call(self, next_tensordict):
+        if self.create_copy:
+            out = next_tensordict.select(*self.in_keys, strict=not self.missing_tolerance)
+            for in_key, out_key in zip(self.in_keys, self.out_keys):
+                if in_key in out.keys(True):
+                    out.rename_key_(in_key, out_key)
+            return next_tensordict.update(out)
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if in_key in next_tensordict.keys(True) or not self.missing_tolerance:
+                next_tensordict.rename_key_(in_key, out_key)
+        return next_tensordict
 
-    def _move(self, specs):
-        for src, dst in zip(self.in_keys, self.out_keys):
-            if src in specs:
-                specs[dst] = specs[src] if self.create_copy else specs.pop(src)
-        return specs
+    forward = _call
 
-    transform_root_specs = transform_next_specs = _move
+    def _reset(self, tensordict, tensordict_reset):
+        with missing_tolerance(self):
+            return self._call(tensordict_reset)
+
+    def _inv_call(self, tensordict):
+        if self.create_copy:
+            out = tensordict.select(*self.out_keys_inv, strict=not self.missing_tolerance)
+            for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
+                if out_key in out.keys(True):
+                    out.rename_key_(out_key, in_key)
+            return tensordict.update(out)
+        for in_key, out_key in zip(self.in_keys_inv, self.out_keys_inv):
+            if out_key in tensordict.keys(True) or not self.missing_tolerance:
+                tensordict.rename_key_(out_key, in_key)
+        return tensordict
+
+    def _renamed(self, spec, pairs):
+        for in_key, out_key in pairs:
+            if in_key in spec.keys(True, True):
+                spec[out_key] = spec[in_key].clone()
+                if not self.create_copy:
+                    del spec[in_key]
+        return spec
+
+    def transform_output_spec(self, output_spec):
+        pairs = list(zip(self.in_keys, self.out_keys))
+        for name in ("full_done_spec", "full_reward_spec", "full_observation_spec"):
+            self._renamed(output_spec[name], pairs)
+        return output_spec
+
+    def transform_input_spec(self, input_spec):
+        pairs = list(zip(self.in_keys_inv, self.out_keys_inv))
+        for name in ("full_action_spec", "full_state_spec"):
+            self._renamed(input_spec[name], pairs)
+        return input_spec
+
+    # ---- arrays: a rename is a new name for the same array; a copy is a new array -------------
+    def _attach(self, env):
+        self._check_in_keys(env)
 
     def key_moves(self):
-        return {} if self.create_copy else dict(zip(self.out_keys, self.in_keys))
-
-    def observation_keys(self, keys):
-        if not self.create_copy:
-            return keys
-        return keys + [dst for src, dst in zip(self.in_keys, self.out_keys) if src in keys]
-
-    def state_keys(self):
-        if not self.create_copy or self.parent is None:
-            return ()
-        return tuple(dst for src, dst in zip(self.in_keys, self.out_keys) if src in self.parent.state_keys)
+        if self.create_copy:
+            return {}
+        return {**dict(zip(self.out_keys, self.in_keys)), **dict(zip(self.out_keys_inv, self.in_keys_inv))}
 
     def _copy(self, arrays, t, mask=None):
         for src, dst in zip(self.in_keys, self.out_keys):
             if src in arrays:
-                if mask is None or mask.ndim == 0:
-                    np.copyto(arrays[dst][t], arrays[src][t])
-                else:
-                    arrays[dst][t][mask] = arrays[src][t][mask]
+                write_rows(arrays[dst][t], arrays[src][t], mask)
 
     def on_reset(self, root, t, mask):
         if self.create_copy:
@@ -101,47 +121,108 @@ class RenameTransform(Transform):
         if self.create_copy:
             self._copy(nxt, t)
 
+    def on_action(self, root, t):
+        if self.create_copy:
+            for src, dst in zip(self.in_keys_inv, self.out_keys_inv):
+                write_rows(root[src][t], root[dst][t], None)
+
+    def __repr__(self) -> str:
+        return (f"RenameTransform(in_keys={self.in_keys}, out_keys={self.out_keys}, in_keys_inv={self.in_keys_inv}, "
+                f"out_keys_inv={self.out_keys_inv}, create_copy={self.create_copy})")
+
 
 class ExcludeTransform(Transform):
-    """Leave ``excluded_keys`` out of the env's TensorDicts and batches (TorchRL's ``ExcludeTransform``).
+    """Leave ``excluded_keys`` out of the env's outputs (with ``inverse=True``: out of its inputs),
+    as TorchRL's ``ExcludeTransform``. A key the env does not produce is a KeyError; an excluded
+    state entry (``step_count``) is still kept, out of sight, for the transforms that need it."""
 
-    The done flags and the action cannot be excluded: the collector reads them.
-    """
+    _array_hooks = True
 
-    def __init__(self, *excluded_keys):
-        if len(excluded_keys) == 1 and not isinstance(excluded_keys[0], str):
-            excluded_keys = tuple(excluded_keys[0])
-        self.excluded_keys = _names(excluded_keys, "ExcludeTransform", "excluded_keys")
-        super().__init__(in_keys=[])
+    def __init__(self, *excluded_keys, inverse: bool = False):
+        super().__init__()
+        if len(excluded_keys) == 1 and isinstance(excluded_keys[0], list):
+            excluded_keys = excluded_keys[0]
+        self.excluded_keys = keys_list(list(excluded_keys), "ExcludeTransform", "excluded_keys")
+        self.inverse = inverse
 
-    def set_container(self, env):
-        super().set_container(env)
-        bad = [k for k in self.excluded_keys if k in FLAG_KEYS or k == env.action_key]
-        if bad:
-            raise ValueError(f"ExcludeTransform: {bad} cannot be excluded (the collector reads them)")
+    def _call(self, next_tensordict):
+        return next_tensordict if self.inverse else next_tensordict.exclude(*self.excluded_keys)
 
-    def _drop(self, specs):
-        return {k: v for k, v in specs.items() if k not in self.excluded_keys}
+    forward = _call
 
-    transform_root_specs = transform_next_specs = _drop
+    def _inv_call(self, tensordict):
+        return tensordict.exclude(*self.excluded_keys) if self.inverse else tensordict
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def transform_output_spec(self, output_spec):
+        if self.inverse:
+            return output_spec
+        for key in self.excluded_keys:
+            for name in ("full_done_spec", "full_reward_spec", "full_observation_spec"):
+                spec = output_spec[name]
+                if key in spec.keys(True, True):
+                    del spec[key]
+                    break
+            else:
+                raise KeyError(f"Key {key} not found in the environment outputs.")
+        return output_spec
+
+    def transform_input_spec(self, input_spec):
+        # reap's addition: an excluded entry is no state either (TorchRL keeps it in state_spec,
+        # then fails to find it at the next reset)
+        if not self.inverse:
+            state = input_spec["full_state_spec"]
+            for key in self.excluded_keys:
+                if key in state.keys(True, True):
+                    del state[key]
+        return input_spec
+
+    def __repr__(self) -> str:
+        return f"ExcludeTransform(excluded_keys={self.excluded_keys}, inverse={self.inverse})"
 
 
 class SelectTransform(Transform):
-    """Keep only ``selected_keys`` (plus the action, reward and done flags, as TorchRL does)."""
+    """Keep only ``selected_keys`` of the env's outputs, with the reward, the done flags and the
+    state entries unless told otherwise (TorchRL's ``SelectTransform``)."""
+
+    _array_hooks = True
 
     def __init__(self, *selected_keys, keep_rewards: bool = True, keep_dones: bool = True):
-        if len(selected_keys) == 1 and not isinstance(selected_keys[0], str):
-            selected_keys = tuple(selected_keys[0])
-        self.selected_keys = _names(selected_keys, "SelectTransform", "selected_keys")
-        if not keep_dones:
-            raise ValueError("SelectTransform: keep_dones=False is not supported (the collector reads the flags)")
-        self.keep_rewards = keep_rewards
-        super().__init__(in_keys=[])
+        super().__init__()
+        if len(selected_keys) == 1 and isinstance(selected_keys[0], list):
+            selected_keys = selected_keys[0]
+        self.selected_keys = keys_list(list(selected_keys), "SelectTransform", "selected_keys")
+        self.keep_done_keys = keep_dones
+        self.keep_reward_keys = keep_rewards
 
-    def _keep(self, specs):
-        keep = {*self.selected_keys, *FLAG_KEYS, self.parent.action_key}
-        if self.keep_rewards:
-            keep.add(self.parent.reward_key)
-        return {k: v for k, v in specs.items() if k in keep}
+    def _kept(self) -> list:
+        parent = self.parent
+        state = list(parent.full_state_spec.keys(True, True)) if parent is not None else []
+        rewards = (parent.reward_keys if parent is not None else ["reward"]) if self.keep_reward_keys else []
+        dones = (parent.done_keys if parent is not None else ["done"]) if self.keep_done_keys else []
+        return [*self.selected_keys, *rewards, *dones, *state]
 
-    transform_root_specs = transform_next_specs = _keep
+    def _call(self, next_tensordict):
+        return next_tensordict.select(*self._kept(), strict=False)
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        return tensordict_reset.select(*self._kept(), strict=False)
+
+    def transform_output_spec(self, output_spec):
+        keep = set(self.selected_keys)
+        names = ["full_observation_spec"]
+        names += [] if self.keep_done_keys else ["full_done_spec"]
+        names += [] if self.keep_reward_keys else ["full_reward_spec"]
+        for name in names:
+            spec = output_spec[name]
+            for key in list(spec.keys(True, True)):
+                if key not in keep:
+                    del spec[key]
+        return output_spec
+
+    def __repr__(self) -> str:
+        return f"SelectTransform(selected_keys={self.selected_keys})"

@@ -1,9 +1,19 @@
-"""Observation normalisation: ``ObservationNorm`` (fixed statistics) and ``VecNorm`` (running)."""
+"""Observation normalisation (TorchRL's): ``ObservationNorm`` (fixed statistics) and ``VecNorm``
+(running ones; ``VecNorm(new_api=True)`` is ``VecNormV2``).
+
+Examples:
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> from reap.envs.transforms import ObservationNorm
+    >>> norm = ObservationNorm(loc=1.0, scale=2.0, in_keys=["obs"], standard_normal=True)
+    >>> norm(TensorDict(obs=torch.tensor([3.0])))["obs"]
+    tensor([1.])
+"""
 
 from __future__ import annotations
 
 import contextlib
-import warnings
+from copy import copy
 from multiprocessing.context import get_spawning_popen
 from multiprocessing.reduction import ForkingPickler
 
@@ -11,74 +21,198 @@ import numpy as np
 import torch
 import torch.multiprocessing  # noqa: F401  (registers torch's reductions with ForkingPickler)
 from tensordict import TensorDict
+from torch import nn
 
-from reap.envs.transforms.transformed_env import Compose, Transform
-from reap.specs import Bounded, Unbounded
+from reap.envs.transforms.compose import Compose
+from reap.envs.transforms.transform import (
+    Transform,
+    apply_to_composite,
+    apply_to_composite_inv,
+    missing_tolerance,
+)
+from reap.specs import Bounded, ContinuousBox, Unbounded
 
 _NO_LOCK = contextlib.nullcontext()  # VecNorm without lock=: nothing to hold
+_ERR_INIT = "Cannot have an mixed initialized and uninitialized loc and scale"
+_NOT_INITIALIZED = ("Loc/Scale have not been initialized. Either pass in values in the constructor or call the "
+                    "init_stats method")
+
 
 class ObservationNorm(Transform):
-    """``(obs - loc) / scale`` (or ``obs * scale + loc`` with ``standard_normal=False``).
+    """``obs * scale + loc``, or ``(obs - loc) / scale`` with ``standard_normal=True`` (TorchRL's).
 
-    ``init_stats(num_iter)`` estimates loc and scale from a random rollout of the parent.
+    Without ``loc`` and ``scale``, ``init_stats(num_iter)`` estimates them from rollouts of the
+    env before the transform (its ``parent``).
+
+    Args:
+        loc, scale: numbers or tensors (``scale`` is clamped to at least ``eps``).
+        in_keys: the entries to normalise (required, as TorchRL's); ``out_keys`` default to them.
+        in_keys_inv, out_keys_inv: inputs mapped back on the way in.
+        standard_normal: which of the two affine maps.
+        eps: the smallest scale (default: the scale dtype's eps, or 1e-6).
     """
 
-    def __init__(self, loc=None, scale=None, in_keys=None, *, standard_normal: bool = True,
-                 eps: float = 1e-6):
-        super().__init__(in_keys=in_keys)
-        self.loc = None if loc is None else torch.as_tensor(loc, dtype=torch.float32)
-        self.scale = None if scale is None else torch.as_tensor(scale, dtype=torch.float32)
-        self.standard_normal = standard_normal
-        self.eps = eps
+    _array_hooks = True
+
+    def __init__(self, loc=None, scale=None, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None,
+                 standard_normal: bool = False, eps: float | None = None):
+        if in_keys is None:
+            raise RuntimeError("Not passing in_keys to ObservationNorm is a deprecated behavior.")
+        in_keys_inv = [] if in_keys_inv is None else in_keys_inv
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys,
+                         in_keys_inv=in_keys_inv, out_keys_inv=copy(in_keys_inv) if out_keys_inv is None else out_keys_inv)
+        self.register_buffer("standard_normal", torch.as_tensor(standard_normal))
+        floating = isinstance(scale, torch.Tensor) and scale.dtype.is_floating_point
+        self.eps = eps if eps is not None else torch.finfo(scale.dtype).eps if floating else 1e-6
+        if loc is None and scale is not None or scale is None and loc is not None:
+            raise ValueError(_ERR_INIT)
+        if loc is None:
+            loc, scale = nn.UninitializedBuffer(), nn.UninitializedBuffer()
+        else:
+            loc = loc if isinstance(loc, torch.Tensor) else torch.tensor(loc, dtype=torch.get_default_dtype())
+            if not isinstance(scale, torch.Tensor):
+                scale = torch.tensor(scale, dtype=torch.get_default_dtype()).clamp_min(self.eps)
+        self.register_buffer("loc", loc)
+        self.register_buffer("scale", scale)
 
     @property
     def initialized(self) -> bool:
-        return self.loc is not None and self.scale is not None
+        return not isinstance(self.loc, nn.UninitializedBuffer)
 
-    def init_stats(self, num_iter: int, reduce_dim=0, cat_dim=0, key=None) -> None:
-        """Estimate ``loc`` and ``scale`` from ``num_iter`` random steps of the parent env."""
-        if self.parent is None:
-            raise RuntimeError("ObservationNorm.init_stats: add the transform to a TransformedEnv first")
-        key = key or self.in_keys[0]
-        base = self.parent.base_env
-        data = base.rollout(num_iter, break_when_any_done=False)["next", key]
-        data = data.reshape(-1, *data.shape[len(base.batch_size) + 1:]).float()
-        self.loc = data.mean(0)
-        self.scale = data.std(0).clamp_min(self.eps)
+    def init_stats(self, num_iter: int, reduce_dim=0, cat_dim=None, key=None, keep_dims=None) -> None:
+        """Set ``loc`` and ``scale`` from at least ``num_iter`` steps of the parent env (TorchRL's).
 
-    def state_dict(self) -> dict:
-        return {} if not self.initialized else {"loc": self.loc.clone(), "scale": self.scale.clone()}
+        ``reduce_dim`` (an int or a tuple) are the dims of the collected data averaged over,
+        ``cat_dim`` the one rollouts are concatenated along, ``keep_dims`` the reduced dims kept
+        with size one; ``key`` the entry, when there are several in_keys.
+        """
+        if cat_dim is None:
+            cat_dim = reduce_dim
+            if not isinstance(cat_dim, int):
+                raise ValueError("cat_dim must be specified if reduce_dim is not an integer.")
+        if (isinstance(reduce_dim, tuple) and cat_dim not in reduce_dim) or (
+                isinstance(reduce_dim, int) and cat_dim != reduce_dim):
+            raise ValueError("cat_dim must be part of or equal to reduce_dim.")
+        if self.initialized:
+            raise RuntimeError(f"Loc/Scale are already initialized: ({self.loc}, {self.scale})")
+        if len(self.in_keys) > 1 and key is None:
+            raise RuntimeError("Transform has multiple in_keys but no specific key was passed as an argument")
+        key = self.in_keys[0] if key is None else key
+        parent = self.parent
+        if parent is None:
+            raise RuntimeError("Cannot initialize the transform if parent env is not defined.")
+        for t in parent.transform.modules():
+            if isinstance(t, ObservationNorm) and not t.initialized:
+                raise RuntimeError("ObservationNorms need to be initialized in the right order. Trying to "
+                                   "initialize an ObservationNorm while a parent ObservationNorm transform is still "
+                                   "uninitialized")
+        collected, data = 0, []
+        while collected < num_iter:
+            rollout = parent.rollout(max_steps=num_iter)
+            collected += rollout.numel()
+            data.append(rollout.get(key))
+        data = torch.cat(data, cat_dim)
+        reduce_dim = sorted(d if d < 0 else d - data.ndim for d in ([reduce_dim] if isinstance(reduce_dim, int) else reduce_dim))
+        keep_dims = [] if keep_dims is None else sorted(d if d < 0 else d - data.ndim for d in keep_dims)
+        if not all(k in reduce_dim for k in keep_dims):
+            raise ValueError("keep_dim elements must be part of reduce_dim list.")
+        loc, scale = data.mean(reduce_dim, keepdim=True), data.std(reduce_dim, keepdim=True)
+        for dim in reduce_dim:
+            if dim not in keep_dims:
+                loc, scale = loc.squeeze(dim), scale.squeeze(dim)
+        if not self.standard_normal:
+            scale = 1 / scale.clamp_min(self.eps)
+            loc = -loc * scale
+        if not torch.isfinite(loc).all():
+            raise RuntimeError("Non-finite values found in loc")
+        if not torch.isfinite(scale).all():
+            raise RuntimeError("Non-finite values found in scale")
+        self.loc.materialize(shape=loc.shape, dtype=loc.dtype)
+        self.loc.copy_(loc)
+        self.scale.materialize(shape=scale.shape, dtype=scale.dtype)
+        self.scale.copy_(scale.clamp_min(self.eps))
+        if self.container is not None:
+            self.container._rebuild()
 
-    def load_state_dict(self, state: dict) -> None:
-        self.loc, self.scale = state["loc"].clone(), state["scale"].clone()
-
-    def _apply(self, array):
+    def _apply_transform(self, obs):
         if not self.initialized:
-            raise RuntimeError(
-                "ObservationNorm: loc and scale are not set; pass them or call init_stats() first"
-            )
-        loc, scale = self.loc.numpy(), self.scale.numpy()
+            raise RuntimeError(_NOT_INITIALIZED)
         if self.standard_normal:
-            np.subtract(array, loc, out=array)
-            np.divide(array, scale, out=array)
+            return (obs - self.loc) / self.scale
+        return obs * self.scale + self.loc
+
+    def _inv_apply_transform(self, state):
+        if not self.initialized:
+            raise RuntimeError(_NOT_INITIALIZED)
+        if not self.standard_normal:
+            return (state - self.loc) / self.scale
+        return state * self.scale + self.loc
+
+    def _reset(self, tensordict, tensordict_reset):
+        with missing_tolerance(self):
+            return self._call(tensordict_reset)
+
+    def _on_space(self, spec):
+        # before init_stats the bounds are left as they are; init_stats rebuilds the env's specs
+        if self.initialized and isinstance(spec.space, ContinuousBox):
+            spec.space.low = self._apply_transform(spec.space.low)
+            spec.space.high = self._apply_transform(spec.space.high)
+        return spec
+
+    @apply_to_composite
+    def transform_observation_spec(self, observation_spec):
+        return self._on_space(observation_spec)
+
+    @apply_to_composite_inv
+    def transform_action_spec(self, action_spec):
+        return self._on_space(action_spec)
+
+    @apply_to_composite_inv
+    def transform_state_spec(self, state_spec):
+        return self._on_space(state_spec)
+
+    # ---- arrays --------------------------------------------------------------------------------
+    def _attach(self, env):
+        self._check_in_keys(env)
+
+    def _affine(self, value, out):
+        if not self.initialized:
+            raise RuntimeError(_NOT_INITIALIZED)
+        loc, scale = self._numpy("loc"), self._numpy("scale")
+        if self._numpy("standard_normal"):
+            np.subtract(value, loc, out=out)
+            np.divide(out, scale, out=out)
         else:
-            np.multiply(array, scale, out=array)
-            np.add(array, loc, out=array)
+            np.multiply(value, scale, out=out)
+            np.add(out, loc, out=out)
 
     def on_reset(self, root, t, mask):
-        for key in self.in_keys:
-            if key not in root:
-                continue  # reward: on steps only
+        for src, dst in zip(self.in_keys, self.out_keys):
+            if src not in root:
+                continue  # the reward: on steps only
             if mask is None or mask.ndim == 0:
-                self._apply(root[key][t])
+                self._affine(root[src][t], root[dst][t])
             else:
-                rows = root[key][t][mask]
-                self._apply(rows)
-                root[key][t][mask] = rows
+                rows = root[src][t][mask]
+                self._affine(rows, rows)
+                root[dst][t][mask] = rows
 
     def on_step(self, root, nxt, t):
-        for key in self.in_keys:
-            self._apply(nxt[key][t])
+        for src, dst in zip(self.in_keys, self.out_keys):
+            self._affine(nxt[src][t], nxt[dst][t])
+
+    def __repr__(self) -> str:
+        if self.initialized and self.loc.numel() == 1 and self.scale.numel() == 1:
+            return f"ObservationNorm(loc={float(self.loc):4.4f}, scale={float(self.scale):4.4f}, keys={self.in_keys})"
+        return super().__repr__()
+
+
+_SEP = ".-|-."
+
+
+def _stat_name(key, suffix: str) -> str:
+    """TorchRL's name of a statistic: ``"<key><suffix>"``, nested keys joined by ``".-|-."``."""
+    return key + suffix if isinstance(key, str) else _SEP.join((*key[:-1], key[-1] + suffix))
 
 
 class VecNorm(Transform):
@@ -87,24 +221,23 @@ class VecNorm(Transform):
     Each call first folds the new values into the statistics of each in_key (``sum``, sum of
     squares ``ssq`` and ``count``, each multiplied by ``decay`` before the new values are added;
     ``count`` grows by the number of envs the values come from), then writes
-    ``(value - mean) / sqrt(max(var, eps))`` in place, with ``mean = sum / count`` and
+    ``(value - mean) / sqrt(max(var, eps))`` into the out_key, with ``mean = sum / count`` and
     ``var = ssq / count - mean ** 2``. So the first value of a key normalises to 0. Resets update
     the statistics too (only the envs that are reset); ``reward`` is normalised on steps.
     Statistics have the entry's dtype (``count`` is float32), under TorchRL's names
     ``"<key>_sum"``, ``"<key>_ssq"`` and ``"<key>_count"`` (``get_extra_state()``).
 
     Args:
-        in_keys: the entries to normalise; default ``["observation", "reward"]`` (those the env
-            has).
-        out_keys: must be ``in_keys`` (or None): reap normalises in place.
+        in_keys: the entries to normalise; default ``["observation", "reward"]``.
+        out_keys: where the normalised values go (default: the in_keys, in place).
         shared_td: statistics to use instead of new ones, a dict or TensorDict with the keys
             above in shared memory, e.g. ``other.get_extra_state()`` after ``other.share_memory()``.
         lock: a multiprocessing lock held while the statistics are updated (TorchRL creates one
             per transform; reap updates without a lock unless given one).
         decay: how much of the statistics each update keeps, in (0, 1].
         eps: lower bound of the variance (and of the standard deviation).
-        new_api: TorchRL's switch to its ``VecNormV2``, which reap does not have: only None or
-            False (what TorchRL 0.14's ``VecNorm`` gives without it, with a FutureWarning).
+        shapes: TorchRL's shapes of the statistics; reap takes them from the env (None only).
+        new_api: True gives a ``VecNormV2`` (TorchRL's switch).
 
     ``share_memory()`` moves the statistics to shared memory so that every process that holds
     this transform (a worker of a multi-process collector) updates and reads the same ones.
@@ -124,27 +257,28 @@ class VecNorm(Transform):
         3.9404
     """
 
+    _array_hooks = True
     STATS = ("_sum", "_ssq", "_count")
+    SEP = _SEP
 
-    def __init__(self, in_keys=None, out_keys=None, *, shared_td=None, lock=None,
-                 decay: float = 0.9999, eps: float = 1e-4, new_api: bool | None = None):
+    def __new__(cls, *args, new_api: bool | None = None, **kwargs):
         if new_api:
-            raise ValueError(
-                "VecNorm: new_api=True asks for TorchRL's VecNormV2, which reap does not have; "
-                "leave new_api unset (TorchRL's VecNorm statistics)"
-            )
+            from reap.envs.transforms.vecnorm import VecNormV2
+
+            return VecNormV2(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, in_keys=None, out_keys=None, shared_td=None, lock=None, decay: float = 0.9999,
+                 eps: float = 1e-4, shapes=None, new_api: bool | None = None):
         if not 0.0 < decay <= 1.0:
             raise ValueError(f"VecNorm: decay must be in (0, 1], got {decay}")
         if not eps > 0.0:
             raise ValueError(f"VecNorm: eps must be > 0 (the smallest variance), got {eps}")
-        if out_keys is not None and (in_keys is None or list(out_keys) != list(in_keys)):
-            raise ValueError(
-                f"VecNorm: out_keys={list(out_keys)} must be the in_keys (reap normalises in place); "
-                "to keep the raw entry too, copy it first with "
-                "RenameTransform(in_keys, out_keys, create_copy=True) and normalise the copy"
-            )
-        super().__init__(in_keys=in_keys)
-        self.decay, self.eps, self.lock = decay, eps, lock
+        if shapes is not None:
+            raise ValueError("VecNorm: shapes= is not supported; reap takes the statistics' shapes from the env")
+        in_keys = ["observation", "reward"] if in_keys is None else in_keys
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys)
+        self.decay, self.eps, self.lock, self.shapes = decay, eps, lock, shapes
         self.frozen = False
         self._shared = False
         self._td: dict[str, torch.Tensor] = {}
@@ -153,63 +287,33 @@ class VecNorm(Transform):
             self._td = {k: shared_td[k] for k in shared_td.keys()}
             if not all(t.is_shared() or _is_memmap(t) for t in self._td.values()):
                 raise RuntimeError(
-                    "VecNorm: shared_td must be in shared memory; call share_memory() on the VecNorm "
-                    "it comes from (or share_memory_() on the tensors) before get_extra_state()"
+                    "shared_td must be either in shared memory or a memmap tensordict: call share_memory() on the "
+                    "VecNorm it comes from (or share_memory_() on the tensors) before get_extra_state()"
                 )
+            for key in self.in_keys:
+                if any(_stat_name(key, s) not in self._td for s in self.STATS):
+                    raise KeyError(f"key {key} not present in the shared tensordict with keys {sorted(self._td)}; "
+                                   "give this VecNorm the in_keys of the one the statistics come from")
         self._np: dict[str, np.ndarray] = {}
 
-    def default_in_keys(self, env) -> list[str]:
-        return [k for k in ("observation", "reward") if k in env.root_specs() or k in env.next_specs()]
-
-    @property
-    def out_keys(self) -> list[str]:
-        return self.in_keys
-
-    def set_container(self, env):
-        super().set_container(env)
-        batch = len(env.batch_size)
-        self._numel = max(1, int(np.prod(env.batch_size)))
-        root, nxt = env.root_specs(), env.next_specs()
-        for key in self.in_keys:
-            spec = root[key] if key in root else nxt[key]
-            if not spec.dtype.is_floating_point:
-                raise TypeError(
-                    f"VecNorm: in_key {key!r} has dtype {spec.dtype}; it is normalised in place, so it "
-                    "must be floating point: cast it first (e.g. DoubleToFloat(in_keys=...)) or leave it out"
-                )
-            names = [key + suffix for suffix in self.STATS]
-            present = [n in self._td for n in names]
-            if (self._given_stats or any(present)) and not all(present):
-                raise KeyError(
-                    f"VecNorm: shared_td has no statistics for in_key {key!r} (needs {names}, has "
-                    f"{sorted(self._td)}); give this VecNorm the in_keys of the one they come from"
-                )
-            if not any(present):
-                shape = spec.shape[batch:]
-                self._td[names[0]] = torch.zeros(shape, dtype=spec.dtype)
-                self._td[names[1]] = torch.zeros(shape, dtype=spec.dtype)
-                self._td[names[2]] = torch.zeros(1, dtype=torch.float32)
+    # ---- statistics ------------------------------------------------------------------------------
+    def _init_key(self, key, like: torch.Tensor) -> None:
+        """New (zero) statistics for ``key``, shaped like one env's entry ``like``."""
+        names = [_stat_name(key, s) for s in self.STATS]
+        if names[0] in self._td:
+            return
+        self._td[names[0]] = torch.zeros_like(like)
+        self._td[names[1]] = torch.zeros_like(like)
+        self._td[names[2]] = torch.zeros(1, dtype=torch.float32, device=like.device)
         if self._shared:
             self.share_memory()
         self._bind_arrays()
-
-    def transform_root_specs(self, specs):
-        return self._unbound(specs)
-
-    def transform_next_specs(self, specs):
-        return self._unbound(specs)
-
-    def _unbound(self, specs):
-        # normalised values leave the env's bounds; the reward spec stays as it is, as in TorchRL
-        keys = [k for k in (self.in_keys or ()) if k != "reward"]
-        return {k: Unbounded(s.shape, s.dtype, s.device) if k in keys and isinstance(s, Bounded) else s
-                for k, s in specs.items()}
 
     def _bind_arrays(self) -> None:
         self._np = {k: v.numpy() for k, v in self._td.items()}
 
     def __getstate__(self):
-        state = dict(self.__dict__)
+        state = super().__getstate__()
         state["_np"] = {}  # views of the tensors: rebound after unpickling
         if self._shared and get_spawning_popen() is not None:
             # a child process is being started with this VecNorm (e.g. in reap_mp's worker
@@ -221,7 +325,7 @@ class VecNorm(Transform):
     def __setstate__(self, state):
         if isinstance(state["_td"], _SharedStats):
             state["_td"] = ForkingPickler.loads(state["_td"].data)
-        self.__dict__.update(state)
+        super().__setstate__(state)
         self._bind_arrays()
 
     def share_memory(self) -> VecNorm:
@@ -243,27 +347,23 @@ class VecNorm(Transform):
         return self
 
     def frozen_copy(self) -> VecNorm:
-        """A frozen VecNorm for another env (evaluation) that reads this one's statistics.
+        """A frozen copy for another env (evaluation) that reads this one's statistics.
 
         As TorchRL's, the copy holds the same statistics tensors: it never updates them, and it
         normalises with them as this VecNorm goes on updating them.
         """
         if not self._td:
-            raise RuntimeError("VecNorm.frozen_copy: add the VecNorm to a TransformedEnv first")
-        copy = VecNorm(list(self.in_keys), lock=self.lock, decay=self.decay, eps=self.eps)
-        copy._td, copy._shared = dict(self._td), self._shared
-        copy._bind_arrays()
-        return copy.freeze()
+            raise RuntimeError("Make sure the VecNorm has been initialized before creating a frozen copy.")
+        clone = self.clone()
+        clone._td = dict(self._td)
+        clone._bind_arrays()
+        return clone.freeze()
 
     def get_extra_state(self) -> dict | None:
         """The statistics, under TorchRL's names (pass them to another VecNorm's ``shared_td=``)."""
-        if not self._td:
-            warnings.warn("VecNorm.get_extra_state: no statistics yet (the VecNorm is in no env); "
-                          "returning None", stacklevel=2)
-            return None
-        return dict(self._td)
+        return dict(self._td) if self._td else None
 
-    def set_extra_state(self, state: dict | None) -> None:
+    def set_extra_state(self, state) -> None:
         """Load statistics from ``get_extra_state()`` (copied into the current ones, which stay shared)."""
         if state is None:
             if self._td:
@@ -276,17 +376,65 @@ class VecNorm(Transform):
                 self._td[name] = value.clone()
         self._bind_arrays()
 
-    def state_dict(self) -> dict:
-        return {"_extra_state": {k: v.clone() for k, v in self._td.items()}} if self._td else {}
+    # ---- TorchRL's hooks ---------------------------------------------------------------------------
+    def _update(self, key, value, n) -> torch.Tensor:
+        total, ssq, count = (self._td[_stat_name(key, s)] for s in self.STATS)
+        value_sum, value_ssq = value, value.pow(2)
+        while value_sum.ndim > total.ndim:
+            value_sum, value_ssq = value_sum.sum(0), value_ssq.sum(0)
+        if not self.frozen:
+            total.mul_(self.decay).add_(value_sum)
+            ssq.mul_(self.decay).add_(value_ssq)
+            count.mul_(self.decay).add_(n)
+        mean = total / count
+        std = (ssq / count - mean.pow(2)).clamp_min(self.eps).sqrt()
+        return (value - mean) / std.clamp_min(self.eps)
 
-    def load_state_dict(self, state: dict) -> None:
-        if set(state) != {"_extra_state"}:
-            raise KeyError(f"VecNorm.load_state_dict: expected the key '_extra_state', got {sorted(state)}")
-        self.set_extra_state(state["_extra_state"])
+    def _call(self, next_tensordict):
+        with self.lock if self.lock is not None else _NO_LOCK:
+            for key, out_key in zip(self.in_keys, self.out_keys):
+                if key not in next_tensordict.keys(True):
+                    continue
+                value = next_tensordict.get(key)
+                self._init_key(key, value.reshape(-1, *value.shape[next_tensordict.ndim:])[0])
+                next_tensordict.set(out_key, self._update(key, value, max(1, next_tensordict.numel())))
+        return next_tensordict
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        with missing_tolerance(self):
+            return self._call(tensordict_reset)
+
+    @apply_to_composite
+    def transform_observation_spec(self, observation_spec):
+        if isinstance(observation_spec, Bounded):
+            return Unbounded(shape=observation_spec.shape, dtype=observation_spec.dtype, device=observation_spec.device)
+        return observation_spec
+
+    # ---- arrays --------------------------------------------------------------------------------------
+    def _attach(self, env):
+        self._check_in_keys(env)
+        self._numel = max(1, int(np.prod(env.batch_size)))
+        batch = len(env.batch_size)
+        root, nxt = env.root_specs(), env.next_specs()
+        for key in self.in_keys:
+            spec = root[key] if key in root else nxt[key]
+            if not spec.dtype.is_floating_point:
+                raise TypeError(
+                    f"VecNorm: in_key {key!r} has dtype {spec.dtype}; it must be floating point: cast it first "
+                    "(e.g. DoubleToFloat(in_keys=...)) or leave it out"
+                )
+            self._init_key(key, torch.zeros(spec.shape[batch:], dtype=spec.dtype))
+        self._bind_arrays()
+
+    def replaced_keys(self):
+        return ()
 
     def _update_and_normalize(self, key, array, n):
         stats = self._np
-        total, ssq, count = stats[key + "_sum"], stats[key + "_ssq"], stats[key + "_count"]
+        total, ssq = stats[_stat_name(key, "_sum")], stats[_stat_name(key, "_ssq")]
+        count = stats[_stat_name(key, "_count")]
         if not self.frozen:
             if array.ndim > total.ndim:  # several envs: torch's sum, to add in TorchRL's order
                 rows = torch.from_numpy(array).reshape(-1, *total.shape)
@@ -312,15 +460,18 @@ class VecNorm(Transform):
 
     def _normalize(self, arrays, t, mask):
         with self.lock if self.lock is not None else _NO_LOCK:
-            for key in self.in_keys:
+            for key, out_key in zip(self.in_keys, self.out_keys):
                 if key not in arrays:
                     continue  # reward: not on the root
                 if mask is None or mask.ndim == 0:
-                    self._update_and_normalize(key, arrays[key][t], self._numel)
+                    out = arrays[out_key][t]
+                    if out_key != key:
+                        np.copyto(out, arrays[key][t])
+                    self._update_and_normalize(key, out, self._numel)
                 else:
                     rows = arrays[key][t][mask]
                     self._update_and_normalize(key, rows, int(mask.sum()))
-                    arrays[key][t][mask] = rows
+                    arrays[out_key][t][mask] = rows
 
     def on_reset(self, root, t, mask):
         self._normalize(root, t, mask)
@@ -328,12 +479,13 @@ class VecNorm(Transform):
     def on_step(self, root, nxt, t):
         self._normalize(nxt, t, None)
 
+    # ---- what the statistics give ------------------------------------------------------------------
     def _loc_scale(self) -> tuple[dict, dict]:
         if not self._td:
-            raise RuntimeError("VecNorm: no statistics yet; add the VecNorm to a TransformedEnv first")
+            raise RuntimeError("VecNorm must be initialized before computing loc and scale.")
         loc, scale = {}, {}
         for key in self.in_keys:
-            total, ssq, count = (self._td[key + s] for s in self.STATS)
+            total, ssq, count = (self._td[_stat_name(key, s)] for s in self.STATS)
             loc[key] = total / count
             scale[key] = (ssq / count - loc[key].pow(2)).clamp_min(self.eps).sqrt()
         return loc, scale
@@ -350,22 +502,23 @@ class VecNorm(Transform):
 
     @property
     def standard_normal(self) -> bool:
-        """Always True: values become ``(value - loc) / scale``, as ``ObservationNorm``'s default."""
+        """Always True: values become ``(value - loc) / scale``."""
         return True
 
     def denorm(self, tensordict):
-        """A shallow copy of ``tensordict`` with the in_keys mapped back: ``value * scale + loc``."""
+        """A shallow copy of ``tensordict`` with the out_keys mapped back into the in_keys."""
         loc, scale = self._loc_scale()
         tensordict = tensordict.copy()
-        for key in self.in_keys:
-            if key in tensordict.keys():
-                tensordict.set(key, tensordict.get(key) * scale[key] + loc[key])
+        for key, out_key in zip(self.in_keys, self.out_keys):
+            if out_key in tensordict.keys(True):
+                tensordict.set(key, tensordict.get(out_key) * scale[key] + loc[key])
         return tensordict
 
     def to_observation_norm(self) -> ObservationNorm | Compose:
         """A fixed ``ObservationNorm`` with the current statistics (for evaluation)."""
         loc, scale = self._loc_scale()
-        norms = [ObservationNorm(loc[key], scale[key], in_keys=[key]) for key in self.in_keys]
+        norms = [ObservationNorm(loc[k], scale[k], in_keys=k, out_keys=o, standard_normal=True)
+                 for k, o in zip(self.in_keys, self.out_keys)]
         return norms[0] if len(norms) == 1 else Compose(*norms)
 
     def __repr__(self) -> str:

@@ -1,33 +1,139 @@
-"""Reward transforms: ``RewardSum``, ``RewardScaling``, ``RewardClipping``."""
+"""Reward transforms (TorchRL's): ``RewardSum``, ``RewardScaling``, ``RewardClipping``, ``LineariseRewards``.
+
+Examples:
+    >>> import torch
+    >>> from reap.envs.transforms import RewardClipping, RewardScaling, RewardSum, TransformedEnv
+    >>> from reap_testing import CountingEnv
+    >>> env = TransformedEnv(CountingEnv(), RewardScaling(loc=1.0, scale=2.0))
+    >>> env.append_transform(RewardClipping(clamp_min=0.0, clamp_max=2.5)).append_transform(RewardSum())
+    ... # doctest: +ELLIPSIS
+    TransformedEnv(...)
+    >>> td = env.rollout(2, policy=lambda td: td.set("action", torch.ones(1)))
+    >>> td["next", "reward"].flatten(), td["next", "episode_reward"].flatten()
+    (tensor([2.5000, 2.5000]), tensor([2.5000, 5.0000]))
+"""
 
 from __future__ import annotations
+
+from copy import copy
 
 import numpy as np
 import torch
 
-from reap.envs.transforms.transformed_env import Transform
-from reap.specs import Bounded, Unbounded
+from reap.envs.transforms.transform import (
+    Transform,
+    apply_to_composite,
+    expand_right,
+    keys_list,
+    reset_flags,
+)
+from reap.specs import Bounded, Composite, Unbounded
+
+
+def _episode_key(key):
+    return f"episode_{key}" if isinstance(key, str) else (*key[:-1], f"episode_{key[-1]}")
 
 
 class RewardSum(Transform):
-    """Accumulate the reward of each trajectory in ``episode_reward``."""
+    """Accumulate each reward of a trajectory in ``episode_<reward>`` (TorchRL's ``RewardSum``).
 
-    def __init__(self, in_keys=("reward",), out_keys=("episode_reward",)):
+    Args:
+        in_keys: the rewards (default: the env's reward keys, ``["reward"]`` without an env).
+        out_keys: where the sums go (default ``episode_<key>``).
+        reset_keys: TorchRL's partial-reset keys; reap's envs have one, ``"_reset"``.
+        reward_spec: the sums are rewards (in ``full_reward_spec``) rather than observations.
+
+    Outside an env, ``t(td)`` is the cumulative sum along the dim named ``"time"``.
+    """
+
+    _array_hooks = True
+
+    def __init__(self, in_keys=None, out_keys=None, reset_keys=None, *, reward_spec: bool = False):
         super().__init__(in_keys=in_keys)
-        self.out_keys = list(out_keys)
+        if out_keys is not None:
+            self.out_keys = out_keys
+        reset_keys = keys_list(reset_keys, "RewardSum", "reset_keys")
+        if reset_keys is not None and set(reset_keys) != {"_reset"}:
+            raise ValueError(f"RewardSum: reap envs have one reset key, '_reset'; got reset_keys={reset_keys}")
+        self.reset_keys = reset_keys or ["_reset"]
+        self.reward_spec = reward_spec
 
-    def transform_root_specs(self, specs):
-        for src, dst in zip(self.in_keys, self.out_keys):
-            specs[dst] = Unbounded(shape=self.parent.next_specs()[src].shape)
+    @property
+    def in_keys(self) -> list:
+        keys = self.__dict__.get("_in_keys")
+        if not keys:
+            parent = self.parent
+            return ["reward"] if parent is None else list(parent.reward_keys)
+        return keys
+
+    @in_keys.setter
+    def in_keys(self, value) -> None:
+        self.__dict__["_in_keys"] = keys_list(value, "RewardSum", "in_keys")
+
+    @property
+    def out_keys(self) -> list:
+        keys = self.__dict__.get("_out_keys")
+        return keys if keys else [_episode_key(k) for k in self.in_keys]
+
+    @out_keys.setter
+    def out_keys(self, value) -> None:
+        value = keys_list(value, "RewardSum", "out_keys")
+        if value is not None and len(value) != len(self.in_keys):
+            raise ValueError("RewardSum expects the same number of input and output keys")
+        self.__dict__["_out_keys"] = value
+
+    def _reset(self, tensordict, tensordict_reset):
+        reset = reset_flags(tensordict)
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            value = tensordict.get(out_key, None)
+            if value is None:
+                value = self.parent.full_reward_spec[in_key].zero()
+            else:
+                value = torch.where(expand_right(~reset, value), value, 0.0)
+            tensordict_reset.set(out_key, value)
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            if in_key in next_tensordict.keys(True):
+                next_tensordict.set(out_key, tensordict.get(out_key, 0.0) + next_tensordict.get(in_key))
+            elif not self.missing_tolerance:
+                raise KeyError(f"'{in_key}' not found in tensordict {tensordict}")
+        return next_tensordict
+
+    def forward(self, tensordict):
+        time_dims = [i for i, name in enumerate(tensordict.names) if name == "time"]
+        if not time_dims:
+            raise ValueError("At least one dimension of the tensordict must be named 'time' in offline mode")
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            tensordict.set(out_key, tensordict.get(in_key).cumsum(time_dims[0] - 1))
+        return tensordict
+
+    def _episode_specs(self) -> Composite:
+        reward_spec = self.parent.full_reward_spec
+        specs = Composite(shape=reward_spec.shape)
+        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+            if in_key not in reward_spec.keys(True, True):
+                raise ValueError(f"The in_key: {in_key} is not present in the reward spec {reward_spec}.")
+            specs[out_key] = reward_spec[in_key].clone()
         return specs
 
-    def transform_next_specs(self, specs):
-        for src, dst in zip(self.in_keys, self.out_keys):
-            specs[dst] = Unbounded(shape=specs[src].shape)
-        return specs
+    def transform_observation_spec(self, observation_spec):
+        if not self.reward_spec:
+            observation_spec.update(self._episode_specs())
+        return observation_spec
 
-    def state_keys(self):
-        return tuple(self.out_keys)
+    def transform_reward_spec(self, reward_spec):
+        if self.reward_spec:
+            reward_spec.update(self._episode_specs())
+        return reward_spec
+
+    def transform_input_spec(self, input_spec):
+        input_spec["full_state_spec"].update(self._episode_specs())
+        return input_spec
+
+    def _attach(self, env):
+        self._check_in_keys(env)
 
     def on_reset(self, root, t, mask):
         for key in self.out_keys:
@@ -40,10 +146,26 @@ class RewardSum(Transform):
         for src, dst in zip(self.in_keys, self.out_keys):
             np.add(root[dst][t], nxt[src][t], out=nxt[dst][t])
 
+    def __repr__(self) -> str:
+        return f"RewardSum(keys={self.in_keys})"
 
-class RewardScaling(Transform):
+
+class _KeyedInPlace(Transform):
+    """Reward transforms written in place (``out_key`` is ``in_key``) or into a new entry."""
+
+    _array_hooks = True
+
+    def _attach(self, env):
+        self._check_in_keys(env)
+
+    def on_step(self, root, nxt, t):
+        for src, dst in zip(self.in_keys, self.out_keys):
+            self._apply_array(nxt[src][t], nxt[dst][t])
+
+
+class RewardScaling(_KeyedInPlace):
     """Affine reward transform: ``reward * scale + loc``, or ``(reward - loc) / scale`` with
-    ``standard_normal=True`` (TorchRL's ``RewardScaling``).
+    ``standard_normal=True`` (TorchRL's ``RewardScaling``; ``scale`` is clamped to at least 1e-6).
 
     Examples:
         >>> import torch
@@ -54,31 +176,43 @@ class RewardScaling(Transform):
         tensor([3., 3.])
     """
 
-    def __init__(self, loc, scale, in_keys=None, out_keys=None, *, standard_normal: bool = False):
-        in_keys = ["reward"] if in_keys is None else list(in_keys)
-        if out_keys is not None and list(out_keys) != in_keys:
-            raise ValueError("RewardScaling: out_keys must equal in_keys (the reward is scaled in place)")
-        super().__init__(in_keys=in_keys)
-        self.loc = torch.as_tensor(loc, dtype=torch.float32)
-        self.scale = torch.as_tensor(scale, dtype=torch.float32)
-        if standard_normal and bool((self.scale == 0).any()):
-            raise ValueError("RewardScaling: scale must be non-zero with standard_normal=True")
-        self.standard_normal = standard_normal
-        self._loc, self._scale = self.loc.numpy(), self.scale.numpy()
+    def __init__(self, loc, scale, in_keys=None, out_keys=None, standard_normal: bool = False):
+        in_keys = ["reward"] if in_keys is None else in_keys
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys)
+        self.register_buffer("standard_normal", torch.as_tensor(standard_normal))
+        loc = loc if isinstance(loc, torch.Tensor) else torch.tensor(loc)
+        scale = scale if isinstance(scale, torch.Tensor) else torch.tensor(scale)
+        self.register_buffer("loc", loc)
+        self.register_buffer("scale", scale.clamp_min(1e-6))
 
-    def on_step(self, root, nxt, t):
-        for key in self.in_keys:
-            reward = nxt[key][t]
-            if self.standard_normal:
-                np.subtract(reward, self._loc, out=reward)
-                np.divide(reward, self._scale, out=reward)
-            else:
-                np.multiply(reward, self._scale, out=reward)
-                np.add(reward, self._loc, out=reward)
+    def _apply_transform(self, reward):
+        if self.standard_normal:
+            return (reward - self.loc) / self.scale
+        return reward * self.scale + self.loc
+
+    @apply_to_composite
+    def transform_reward_spec(self, reward_spec):
+        if isinstance(reward_spec, Unbounded):
+            return reward_spec
+        raise NotImplementedError(f"{type(self).__name__}.transform_reward_spec not implemented for tensor spec "
+                                  f"of type {type(reward_spec).__name__}")
+
+    def _apply_array(self, reward, out):
+        loc, scale = self._numpy("loc"), self._numpy("scale")
+        if self._numpy("standard_normal"):
+            np.subtract(reward, loc, out=out)
+            np.divide(out, scale, out=out)
+        else:
+            np.multiply(reward, scale, out=out)
+            np.add(out, loc, out=out)
+
+    def __repr__(self) -> str:
+        return f"RewardScaling(loc={self.loc.item():4.4f}, scale={self.scale.item():4.4f}, keys={self.in_keys})"
 
 
-class RewardClipping(Transform):
-    """Clip the reward to ``[clamp_min, clamp_max]`` (TorchRL's ``RewardClipping``).
+class RewardClipping(_KeyedInPlace):
+    """Clip the reward to ``[clamp_min, clamp_max]`` (TorchRL's ``RewardClipping``; reap also takes
+    one bound alone).
 
     Examples:
         >>> import torch
@@ -89,23 +223,103 @@ class RewardClipping(Transform):
         tensor([0.5000, 0.5000])
     """
 
-    def __init__(self, clamp_min: float | None = None, clamp_max: float | None = None, in_keys=None):
+    def __init__(self, clamp_min: float | None = None, clamp_max: float | None = None, in_keys=None,
+                 out_keys=None):
         if clamp_min is None and clamp_max is None:
             raise ValueError("RewardClipping: give clamp_min, clamp_max or both")
         if clamp_min is not None and clamp_max is not None and clamp_min > clamp_max:
             raise ValueError(f"RewardClipping: clamp_min={clamp_min} must not exceed clamp_max={clamp_max}")
-        super().__init__(in_keys=["reward"] if in_keys is None else in_keys)
-        self.clamp_min, self.clamp_max = clamp_min, clamp_max
+        in_keys = ["reward"] if in_keys is None else in_keys
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys)
+        for name, value in (("clamp_min", clamp_min), ("clamp_max", clamp_max)):
+            self.register_buffer(name, None if value is None else torch.as_tensor(value))
 
-    def transform_next_specs(self, specs):
-        for key in self.in_keys:
-            spec = specs[key]
-            low = float("-inf") if self.clamp_min is None else self.clamp_min
-            high = float("inf") if self.clamp_max is None else self.clamp_max
-            if self.clamp_min is not None and self.clamp_max is not None:
-                specs[key] = Bounded(low, high, shape=spec.shape, dtype=spec.dtype)
-        return specs
+    def _apply_transform(self, reward):
+        if self.clamp_max is not None and self.clamp_min is not None:
+            return reward.clamp(self.clamp_min, self.clamp_max)
+        if self.clamp_min is not None:
+            return reward.clamp_min(self.clamp_min)
+        return reward.clamp_max(self.clamp_max)
+
+    @apply_to_composite
+    def transform_reward_spec(self, reward_spec):
+        if not isinstance(reward_spec, Unbounded):
+            raise NotImplementedError(f"{type(self).__name__}.transform_reward_spec not implemented for tensor "
+                                      f"spec of type {type(reward_spec).__name__}")
+        if self.clamp_min is None or self.clamp_max is None:
+            return reward_spec
+        return Bounded(self.clamp_min, self.clamp_max, shape=reward_spec.shape, device=reward_spec.device,
+                       dtype=reward_spec.dtype)
+
+    def _apply_array(self, reward, out):
+        np.clip(reward, self._numpy("clamp_min"), self._numpy("clamp_max"), out=out)
+
+    def __repr__(self) -> str:
+        bound = lambda b: "None" if b is None else f"{float(b):4.4f}"  # noqa: E731
+        return f"RewardClipping(clamp_min={bound(self.clamp_min)}, clamp_max={bound(self.clamp_max)}, keys={self.in_keys})"
+
+
+class LineariseRewards(Transform):
+    """Sum the entries of a vector reward (weighted by ``weights``) into one (TorchRL's).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import LineariseRewards
+        >>> t = LineariseRewards(in_keys=["reward"], weights=[1.0, 2.0])
+        >>> t(TensorDict(reward=torch.tensor([[1.0, 1.0]]), batch_size=[1]))["reward"]
+        tensor([[3.]])
+    """
+
+    _array_hooks = True
+
+    def __init__(self, in_keys, out_keys=None, *, weights=None):
+        super().__init__(in_keys=in_keys, out_keys=in_keys if out_keys is None else out_keys)
+        if weights is not None:
+            weights = weights if isinstance(weights, torch.Tensor) else torch.tensor(weights)
+            if weights.ndim >= 2:
+                raise ValueError(f"Expected weights to be a unidimensional tensor. Got {weights.ndim} dimension.")
+        self.register_buffer("weights", weights)
+
+    @apply_to_composite
+    def transform_reward_spec(self, reward_spec):
+        if reward_spec.domain != "continuous":
+            raise NotImplementedError("Aggregation of rewards that take discrete values is not supported.")
+        *batch, n = reward_spec.shape
+        weights = (torch.ones(n, device=reward_spec.device, dtype=reward_spec.dtype)
+                   if self.weights is None else self.weights)
+        if weights.numel() != n:
+            raise ValueError(f"The number of rewards and weights should match. Got: {n} and {weights.numel()}")
+        if isinstance(reward_spec, Unbounded):
+            return Unbounded(shape=(*batch, 1), device=reward_spec.device, dtype=reward_spec.dtype)
+        positive, negative = weights.clamp(min=0), weights.clamp(max=0)
+        low = (positive * reward_spec.space.low).sum(-1, keepdim=True) + (negative * reward_spec.space.high).sum(-1, keepdim=True)
+        high = (positive * reward_spec.space.high).sum(-1, keepdim=True) + (negative * reward_spec.space.low).sum(-1, keepdim=True)
+        return Bounded(low=low, high=high, device=reward_spec.device, dtype=reward_spec.dtype)
+
+    def _apply_transform(self, reward):
+        if self.weights is None:
+            return reward.sum(dim=-1, keepdim=True)
+        if self.weights.numel() != reward.shape[-1]:
+            raise ValueError(f"The number of rewards and weights should match. Got: {reward.shape[-1]} and "
+                             f"{self.weights.numel()}.")
+        return (self.weights * reward).sum(dim=-1, keepdim=True)
+
+    def replaced_keys(self):
+        return tuple(self.out_keys)
+
+    def reads_inputs(self):
+        return tuple(self.in_keys)
+
+    def _attach(self, env):
+        self._check_in_keys(env)
+        specs = env.next_specs()
+        self._scratch = {k: np.zeros(tuple(specs[k].shape), dtype=specs[k].zero().numpy().dtype) for k in self.in_keys}
 
     def on_step(self, root, nxt, t):
-        for key in self.in_keys:
-            np.clip(nxt[key][t], self.clamp_min, self.clamp_max, out=nxt[key][t])
+        weights = self._numpy("weights")
+        for src, dst in zip(self.in_keys, self.out_keys):
+            reward = nxt[("in", src)][t]
+            if weights is not None:
+                reward = np.multiply(reward, weights, out=self._scratch[src])
+            np.sum(reward, axis=-1, keepdims=True, out=nxt[dst][t])

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reap.envs.transforms.transformed_env import Transform
+from reap.envs.transforms.transform import Transform
+from reap.envs.utils import step_mdp
 
 
 class FrameSkipTransform(Transform):
@@ -26,25 +27,44 @@ class FrameSkipTransform(Transform):
     of the last repeat.
     """
 
+    _array_hooks = True
+
     def __init__(self, frame_skip: int = 1):
         if not isinstance(frame_skip, int) or frame_skip < 1:
-            raise ValueError(f"FrameSkipTransform: frame_skip must be an int >= 1, got {frame_skip!r}")
-        super().__init__(in_keys=[])
+            raise ValueError(f"frame_skip should have a value greater or equal to one (an int), got {frame_skip!r}")
+        super().__init__()
         self.frame_skip = frame_skip
 
-    def set_container(self, env):
-        super().set_container(env)
+    def _step(self, tensordict, next_tensordict):
+        parent = self.parent
+        if parent is None:
+            raise RuntimeError("parent not found for FrameSkipTransform")
+        reward = next_tensordict.get(parent.reward_key)
+        for _ in range(self.frame_skip - 1):
+            next_tensordict = parent._step(tensordict)
+            reward = reward + next_tensordict.get(parent.reward_key)
+        return next_tensordict.set(parent.reward_key, reward)
+
+    def forward(self, tensordict):
+        raise RuntimeError("FrameSkipTransform can only be used when appended to a transformed env.")
+
+    def _attach(self, env):
         spec = env.next_specs()[env.reward_key]
         self._sum = np.zeros(tuple(spec.shape), dtype=spec.zero().numpy().dtype)
 
     def on_step(self, root, nxt, t):
-        env, reward = self.parent, nxt[self.parent.reward_key][t]
+        env = self.container
+        reward = nxt[env.reward_key][t]
         views, action = env._active_views, env._active_action
         np.copyto(self._sum, reward)
         for _ in range(self.frame_skip - 1):
             env._step_upto(self._stage - 1, action, t, views)
             np.add(self._sum, reward, out=self._sum)
         np.copyto(reward, self._sum)
+
+
+_BATCHED = ("NoopResetEnv: the env has batch size {}; it works on a single env. Put it inside each sub-env "
+            "instead: SerialEnv(n, lambda: TransformedEnv(make_env(), NoopResetEnv()))")
 
 
 class NoopResetEnv(Transform):
@@ -58,24 +78,46 @@ class NoopResetEnv(Transform):
 
     MAX_TRIALS = 10
 
+    _array_hooks = True
+
     def __init__(self, noops: int = 30, random: bool = True):
         if not isinstance(noops, int) or noops < 1:
             raise ValueError(f"NoopResetEnv: noops must be a positive int, got {noops!r}")
-        super().__init__(in_keys=[])
+        super().__init__()
         self.noops, self.random = noops, random
 
-    def set_container(self, env):
-        super().set_container(env)
+    @property
+    def base_env(self):
+        return self.parent
+
+    def _reset(self, tensordict, tensordict_reset):
+        parent = self.parent
+        if parent is None:
+            raise RuntimeError("NoopResetEnv.parent not found. Make sure that the parent is set.")
+        if parent.batch_size.numel() > 1:
+            raise ValueError(_BATCHED.format(tuple(parent.batch_size)))
+        td = tensordict_reset.clone(False)
+        noops = self.noops if not self.random else int(torch.randint(self.noops, (1,)).item())
+        for _ in range(self.MAX_TRIALS + 1):
+            for _ in range(noops):
+                td = parent.rand_step(td)
+                done = any(td.get(("next", key)).any() for key in parent.done_keys)
+                td = step_mdp(td, exclude_done=False)
+                if done:
+                    td = parent.reset(td.clone(False))
+                    break
+            else:
+                return td.exclude(parent.reward_key, inplace=True)
+        raise RuntimeError(f"Parent env was repeatedly done or truncated before the sampled number of noops "
+                           f"(={noops}) could be applied.")
+
+    def _attach(self, env):
         if env.batch_size.numel() > 1:
-            raise ValueError(
-                f"NoopResetEnv: the env has batch size {tuple(env.batch_size)}; it works on a single "
-                "env. Put it inside each sub-env instead: SerialEnv(n, lambda: "
-                "TransformedEnv(make_env(), NoopResetEnv()))"
-            )
+            raise ValueError(_BATCHED.format(tuple(env.batch_size)))
         self._scratch = None
 
     def _scratch_arrays(self):
-        env = self.parent
+        env = self.container
         if self._scratch is None or self._scratch[0] != env.layout_version:
             root, nxt, _, _ = env.allocate(1)
             self._scratch = (env.layout_version, root, nxt, env._views(root, nxt))
@@ -84,7 +126,7 @@ class NoopResetEnv(Transform):
     def on_reset(self, root, t, mask):
         if mask is not None and not mask.any():
             return
-        env = self.parent
+        env = self.container
         physical = env._active_root
         scratch_root, scratch_next, views = self._scratch_arrays()
         for key, array in scratch_root.items():
@@ -95,7 +137,7 @@ class NoopResetEnv(Transform):
         for _ in range(self.MAX_TRIALS + 1):
             completed = True
             for _ in range(noops):
-                actions[0] = env.action_spec.rand().numpy()
+                actions[0] = env.full_action_spec[env.action_key].rand().numpy()
                 env._step_upto(stage, actions[0], 0, views)
                 for dest, src in carried:
                     dest[0] = src[0]
@@ -106,10 +148,11 @@ class NoopResetEnv(Transform):
             if completed:
                 break
         else:
-            raise RuntimeError(
-                f"NoopResetEnv: the env was done before {noops} noops in {self.MAX_TRIALS + 1} tries; "
-                "lower noops"
-            )
+            raise RuntimeError(f"Parent env was repeatedly done or truncated before the sampled number of noops "
+                               f"(={noops}) could be applied ({self.MAX_TRIALS + 1} tries); lower noops")
         for key, array in scratch_root.items():
             if key != env.action_key:
                 physical[key][t] = array[0]
+
+    def __repr__(self) -> str:
+        return f"NoopResetEnv(noops={self.noops}, random={self.random})"

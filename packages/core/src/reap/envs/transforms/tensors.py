@@ -1,70 +1,83 @@
-"""Transforms that reshape or combine entries: ``CatTensors``, ``UnsqueezeTransform``, ``CatFrames``.
+"""Transforms that reshape or combine entries (TorchRL's): ``CatTensors``, ``Stack``,
+``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``.
 
 Each writes its output array in place from its input arrays (read as they were before it, under
-``("in", key)``); when the output keeps the input's name, the input stays as a hidden array.
+``("in", key)``); when the output keeps the input's name, the input stays as a hidden array. On
+the way in (``in_keys_inv``) they run through TorchRL's hooks.
 
 Examples:
     >>> from reap.envs import GymEnv
-    >>> from reap.envs.transforms import CatFrames, TransformedEnv
-    >>> env = TransformedEnv(GymEnv("Pendulum-v1"), CatFrames(N=4, dim=-1, in_keys=["observation"]))
-    >>> env.rollout(3)["next", "observation"].shape
-    torch.Size([3, 12])
+    >>> from reap.envs.transforms import CatTensors, TransformedEnv, UnsqueezeTransform
+    >>> env = TransformedEnv(GymEnv("Pendulum-v1"), UnsqueezeTransform(-2, in_keys=["observation"]))
+    >>> env.append_transform(CatTensors(["observation"], "vec", dim=-2)).rollout(3)["next", "vec"].shape
+    torch.Size([3, 1, 3])
 """
 
 from __future__ import annotations
 
+from copy import copy
+
 import numpy as np
+import torch
 
-from reap.envs.transforms.transformed_env import Transform
-from reap.specs import Unbounded
+from reap.envs.transforms.transform import (
+    Transform,
+    apply_to_composite,
+    apply_to_composite_inv,
+    missing_tolerance,
+    write_rows,
+)
+from reap.specs import Composite, ContinuousBox, Unbounded
 
 
-def _along(dim: int, start, stop) -> tuple:
+def along(dim: int, start, stop) -> tuple:
     """An index selecting ``start:stop`` along the negative dimension ``dim``."""
     return (Ellipsis, slice(start, stop), *([slice(None)] * (-dim - 1)))
 
 
-def _negative_dim(dim, owner: str) -> int:
-    if not isinstance(dim, int) or dim >= 0:
-        raise ValueError(
-            f"{owner}: dim must be a negative int (counted from the last dimension, so that it does "
-            f"not depend on the env's batch dims), got {dim!r}"
-        )
-    return dim
+def sort_key(key):
+    """TorchRL's order of keys: strings by name, nested keys by their joined parts."""
+    return key if isinstance(key, str) else "_-|-_".join(key)
 
 
-def _write_rows(dest: np.ndarray, value: np.ndarray, mask) -> None:
-    if mask is None or mask.ndim == 0:
-        np.copyto(dest, value)
-    else:
-        dest[mask] = value[mask]
+class _Writes(Transform):
+    """Plumbing of the transforms here: out_keys written from in_keys on both sides."""
 
+    _array_hooks = True
 
-class _Reshaping(Transform):
-    """Shared plumbing: ``out_keys`` written from ``in_keys`` on both sides, observations kept."""
-
-    def _outputs(self):
+    def _pairs(self):
         return list(zip(self.in_keys, self.out_keys))
 
     def replaced_keys(self):
-        return tuple(k for k in self.out_keys if k in self.in_keys)
+        return tuple(self.out_keys)
 
     def reads_inputs(self):
         return tuple(self.in_keys)
 
-    def observation_keys(self, keys):
-        out = [k for k in keys if k not in self.in_keys or k in self.out_keys]
-        return out + [k for k in self.out_keys if k not in out]
+    def _attach(self, env):
+        self._check_in_keys(env)
 
-    def state_keys(self):
-        state = self.parent.state_keys if self.parent is not None else ()
-        return tuple(dst for src, dst in self._outputs() if src in state)
+    def _reset(self, tensordict, tensordict_reset):
+        with missing_tolerance(self):
+            return self._call(tensordict_reset)
+
+    def _write(self, arrays, t, mask):
+        for src, dst in self._pairs():
+            if ("in", src) in arrays:
+                write_rows(arrays[dst][t], self._array(arrays[("in", src)][t], arrays[dst][t].shape), mask)
+
+    def on_reset(self, root, t, mask):
+        self._write(root, t, mask)
+
+    def on_step(self, root, nxt, t):
+        self._write(nxt, t, None)
 
 
-class CatTensors(_Reshaping):
+class CatTensors(_Writes):
     """Concatenate ``in_keys`` along ``dim`` into ``out_key`` (TorchRL's ``CatTensors``).
 
-    ``in_keys`` are sorted (``sort=True``, as in TorchRL) and removed (``del_keys=True``).
+    ``in_keys`` are sorted (``sort=True``) and removed (``del_keys=True``); without ``in_keys``,
+    every observation with one dimension is taken (``dim`` must then be -1).
 
     Examples:
         >>> from reap.envs import GymEnv
@@ -74,66 +87,201 @@ class CatTensors(_Reshaping):
         ['vec']
     """
 
-    def __init__(self, in_keys, out_key: str = "observation_vector", dim: int = -1, *,
-                 del_keys: bool = True, sort: bool = True):
-        if in_keys is None or not list(in_keys):
-            raise ValueError("CatTensors: give the in_keys to concatenate")
-        in_keys = sorted(in_keys) if sort else list(in_keys)
-        super().__init__(in_keys=in_keys)
-        self.out_keys = [out_key]
-        self.dim = _negative_dim(dim, "CatTensors")
-        self.del_keys = del_keys
+    def __init__(self, in_keys=None, out_key="observation_vector", dim: int = -1, *, del_keys: bool = True,
+                 unsqueeze_if_oor: bool = False, sort: bool = True):
+        self._initialized = in_keys is not None
+        if not self._initialized and dim != -1:
+            raise ValueError("Lazy call to CatTensors is only supported when `dim=-1`.")
+        if self._initialized and sort:
+            in_keys = sorted(in_keys, key=sort_key)
+        if not isinstance(out_key, (str, tuple)):
+            raise TypeError(f"CatTensors requires out_key to be of type NestedKey, got {out_key!r}")
+        super().__init__(in_keys=in_keys, out_keys=[out_key])
+        self.dim = dim
+        self._del_keys = del_keys
+        self.unsqueeze_if_oor = unsqueeze_if_oor
 
-    def _cat(self, specs):
-        present = [k for k in self.in_keys if k in specs]
-        if not present:
-            return specs
-        if len(present) != len(self.in_keys):
-            raise KeyError(f"CatTensors: in_keys {self.in_keys} are not all on the same side of the step")
-        shapes = [specs[k].shape for k in present]
-        size = sum(s[self.dim] for s in shapes)
-        shape = list(shapes[0])
-        shape[self.dim] = size
-        out = Unbounded(shape=shape, dtype=specs[present[0]].dtype)
-        if self.del_keys:
-            specs = {k: v for k, v in specs.items() if k not in present}
-        specs[self.out_keys[0]] = out
-        return specs
+    @property
+    def keys_to_exclude(self) -> list:
+        return [key for key in self.in_keys if key != self.out_keys[0]]
 
-    transform_root_specs = transform_next_specs = _cat
+    def _find_in_keys(self):
+        if not self._initialized:
+            keys = [k for k, v in self.parent.observation_spec.items(True, True) if len(v.shape) == 1]
+            self.in_keys = sorted(keys, key=sort_key)
+            self._initialized = True
 
-    def set_container(self, env):
-        super().set_container(env)
-        root = env.root_specs()
-        sizes = [root[k].shape[self.dim] if k in root else env.next_specs()[k].shape[self.dim]
-                 for k in self.in_keys]
+    def _call(self, next_tensordict):
+        if not self._initialized:
+            self._find_in_keys()
+        values = [next_tensordict.get(key, None) for key in self.in_keys]
+        if any(value is None for value in values):
+            if self.missing_tolerance:
+                return next_tensordict
+            raise KeyError(f"CatTensor failed, as it expected input keys = {sorted(self.in_keys, key=sort_key)} but "
+                           f"got a TensorDict with keys {sorted(next_tensordict.keys(True), key=sort_key)}")
+        if self.unsqueeze_if_oor:
+            index = self.dim if self.dim > 0 else -self.dim - 1
+            values = [v if index < v.ndim else v.unsqueeze(-1 if self.dim > 0 else 0) for v in values]
+        next_tensordict.set(self.out_keys[0], torch.cat(values, dim=self.dim))
+        if self._del_keys:
+            next_tensordict.exclude(*self.keys_to_exclude, inplace=True)
+        return next_tensordict
+
+    forward = _call
+
+    def transform_observation_spec(self, observation_spec):
+        self._find_in_keys()
+        if not isinstance(observation_spec, Composite):
+            if len(self.in_keys) > 1:
+                raise ValueError("CatTensor cannot infer the output observation spec as there are multiple input "
+                                 "keys but only one observation_spec.")
+            return observation_spec
+        if any(key not in observation_spec.keys(True) for key in self.in_keys):
+            raise ValueError("CatTensor got a list of keys that does not match the keys in observation_spec. Make "
+                             "sure the environment has an observation_spec attribute that includes all the specs "
+                             "needed for CatTensor.")
+        keys = [key for key in observation_spec.keys(True, True) if key in self.in_keys]
+        first = observation_spec[keys[0]]
+        shape = list(first.shape)
+        shape[self.dim] = sum(observation_spec[k].shape[self.dim] if observation_spec[k].shape else 1 for k in keys)
+        observation_spec[self.out_keys[0]] = Unbounded(shape=shape, dtype=first.dtype, device=first.device)
+        if self._del_keys:
+            for key in self.keys_to_exclude:
+                if key in observation_spec.keys(True):
+                    del observation_spec[key]
+        return observation_spec
+
+    def _attach(self, env):
+        self._find_in_keys()
+        super()._attach(env)
+        if self.dim >= 0:
+            raise ValueError(f"CatTensors: dim must be negative in an env (counted from the last dimension, so "
+                             f"that it does not depend on the env's batch dims), got {self.dim}")
+        root, nxt = env.root_specs(), env.next_specs()
+        sizes = [(root[k] if k in root else nxt[k]).shape[self.dim] for k in self.in_keys]
         edges = np.cumsum([0, *sizes])
-        self._slices = [_along(self.dim, int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        self._slices = [along(self.dim, int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
-    def replaced_keys(self):
-        return tuple(self.out_keys) if self.out_keys[0] in self.in_keys else ()
-
-    def state_keys(self):
-        state = self.parent.state_keys if self.parent is not None else ()
-        return tuple(self.out_keys) if all(k in state for k in self.in_keys) else ()
-
-    def _apply(self, arrays, t, mask):
+    def _write(self, arrays, t, mask):
         if ("in", self.in_keys[0]) not in arrays:
             return
         out = arrays[self.out_keys[0]][t]
         for key, index in zip(self.in_keys, self._slices):
-            _write_rows(out[index], arrays[("in", key)][t], mask)
+            write_rows(out[index], arrays[("in", key)][t], mask)
 
-    def on_reset(self, root, t, mask):
-        self._apply(root, t, mask)
-
-    def on_step(self, root, nxt, t):
-        self._apply(nxt, t, None)
+    def __repr__(self) -> str:
+        return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_keys[0]})"
 
 
-class UnsqueezeTransform(_Reshaping):
-    """Insert a dimension of size one at ``dim`` (negative) in ``in_keys`` (TorchRL's
-    ``UnsqueezeTransform``); ``out_keys`` default to ``in_keys``.
+class Stack(_Writes):
+    """Stack ``in_keys`` along a new ``dim`` into ``out_key`` (and unbind ``in_key_inv`` back
+    into ``out_keys_inv`` on the way in), as TorchRL's ``Stack``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import Stack
+        >>> Stack(["a", "b"], "ab")(TensorDict(a=torch.zeros(2), b=torch.ones(2)))["ab"]
+        tensor([[0., 1.],
+                [0., 1.]])
+    """
+
+    invertible = True
+
+    def __init__(self, in_keys, out_key, in_key_inv=None, out_keys_inv=None, dim: int = -1,
+                 allow_positive_dim: bool = False, *, del_keys: bool = True):
+        if not allow_positive_dim and dim >= 0:
+            raise ValueError("dim should be negative to accommodate for envs of different batch_sizes. If you "
+                             "need dim to be positive, set allow_positive_dim=True.")
+        if (in_key_inv is None) != (out_keys_inv is None):
+            raise ValueError("in_key_inv and out_keys_inv go together: give both or neither")
+        super().__init__(in_keys=in_keys, out_keys=[out_key], in_keys_inv=None if in_key_inv is None else [in_key_inv],
+                         out_keys_inv=out_keys_inv)
+        if self.out_keys[0] in self.in_keys:
+            raise ValueError(f"Stack: out_key {out_key!r} cannot be in in_keys")
+        parents = {key[:-i] for key in self.in_keys if isinstance(key, tuple) for i in range(1, len(key))}
+        self._maybe_del_parent_keys = sorted(parents, key=len, reverse=True)
+        self.dim = dim
+        self._del_keys = del_keys
+
+    def _call(self, next_tensordict):
+        values = []
+        for key in self.in_keys:
+            value = next_tensordict.get(key, None)
+            if value is not None:
+                values.append(value)
+            elif not self.missing_tolerance:
+                raise KeyError(f"{self}: '{key}' not found in tensordict {next_tensordict}")
+        if not values:
+            return next_tensordict
+        next_tensordict.set(self.out_keys[0], torch.stack(values, dim=self.dim))
+        if self._del_keys:
+            next_tensordict.exclude(*self.in_keys, inplace=True)
+            for parent in self._maybe_del_parent_keys:
+                if parent in next_tensordict.keys(True) and not len(next_tensordict.get(parent).keys()):
+                    next_tensordict.exclude(parent, inplace=True)
+        return next_tensordict
+
+    forward = _call
+
+    def _inv_call(self, tensordict):
+        if not self.in_keys_inv or self.in_keys_inv[0] not in tensordict.keys(True):
+            return tensordict
+        values = torch.unbind(tensordict.get(self.in_keys_inv[0]), dim=self.dim)
+        for value, key in zip(values, self.out_keys_inv, strict=True):
+            tensordict.set(key, value)
+        return tensordict.exclude(self.in_keys_inv[0])
+
+    def _stacked(self, spec):
+        if not isinstance(spec, Composite):
+            raise TypeError(f"{self}: Only specs of type Composite can be transformed")
+        keys = [key for key in spec.keys(True) if key in self.in_keys]
+        if not keys:
+            return spec
+        spec.set(self.out_keys[0], torch.stack([spec[key] for key in keys], dim=self.dim))
+        if self._del_keys:
+            for key in keys:
+                del spec[key]
+            for parent in self._maybe_del_parent_keys:
+                if parent in spec.keys(True) and not len(spec[parent]):
+                    del spec[parent]
+        return spec
+
+    def transform_observation_spec(self, observation_spec):
+        return self._stacked(observation_spec)
+
+    def transform_reward_spec(self, reward_spec):
+        return self._stacked(reward_spec)
+
+    def transform_done_spec(self, done_spec):
+        return self._stacked(done_spec)
+
+    def transform_input_spec(self, input_spec):
+        self._stacked(input_spec["full_state_spec"])
+        self._stacked(input_spec["full_action_spec"])
+        return input_spec
+
+    def _attach(self, env):
+        super()._attach(env)
+        dim = self.dim
+        self._slots = [(Ellipsis, i, *([slice(None)] * (-dim - 1))) if dim < 0 else (*([slice(None)] * dim), i)
+                       for i in range(len(self.in_keys))]
+
+    def _write(self, arrays, t, mask):
+        if ("in", self.in_keys[0]) not in arrays:
+            return
+        out = arrays[self.out_keys[0]][t]
+        for key, index in zip(self.in_keys, self._slots):
+            write_rows(out[index], arrays[("in", key)][t], mask)
+
+    def __repr__(self) -> str:
+        return f"Stack(in_keys={self.in_keys}, out_key={self.out_keys[0]}, dim={self.dim})"
+
+
+class UnsqueezeTransform(_Writes):
+    """Insert a dimension of size one at ``dim`` in ``in_keys`` (TorchRL's ``UnsqueezeTransform``;
+    a ``dim >= 0`` needs ``allow_positive_dim=True`` and counts after the env's batch dims).
 
     Examples:
         >>> from reap.envs import GymEnv
@@ -143,109 +291,151 @@ class UnsqueezeTransform(_Reshaping):
         torch.Size([1, 3])
     """
 
-    def __init__(self, dim: int, *, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
-        if in_keys_inv or out_keys_inv:
-            raise ValueError("UnsqueezeTransform: in_keys_inv/out_keys_inv (on the action) are not supported")
-        super().__init__(in_keys=in_keys)
-        self.dim = _negative_dim(dim, "UnsqueezeTransform")
-        self._out_keys = None if out_keys is None else list(out_keys)
+    invertible = True
 
-    def set_container(self, env):
-        super().set_container(env)
-        self.out_keys = list(self.in_keys) if self._out_keys is None else self._out_keys
-        if len(self.out_keys) != len(self.in_keys):
-            raise ValueError(
-                f"UnsqueezeTransform: out_keys {self.out_keys} must match in_keys {self.in_keys} one to one"
-            )
+    def __init__(self, dim: int | None = None, *, allow_positive_dim: bool = False, in_keys=None, out_keys=None,
+                 in_keys_inv=None, out_keys_inv=None):
+        in_keys = [] if in_keys is None else in_keys
+        in_keys_inv = [] if in_keys_inv is None else in_keys_inv
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys,
+                         in_keys_inv=in_keys_inv, out_keys_inv=copy(in_keys_inv) if out_keys_inv is None else out_keys_inv)
+        if not isinstance(dim, int):
+            raise TypeError(f"{type(self).__name__}: dim must be an int, got {dim!r}")
+        self.allow_positive_dim = allow_positive_dim
+        if dim >= 0 and not allow_positive_dim:
+            raise RuntimeError("dim should be smaller than 0 to accommodate for envs of different batch_sizes. Turn "
+                               "allow_positive_dim to accommodate for positive dim.")
+        self._dim = dim
 
-    def _unsqueeze(self, specs):
-        out = dict(specs)
-        for src, dst in self._outputs():
-            if src in specs:
-                shape = list(specs[src].shape)
-                position = len(shape) + 1 + self.dim
-                shape.insert(position, 1)
-                out[dst] = Unbounded(shape=shape, dtype=specs[src].dtype)
-        return out
+    @property
+    def dim(self) -> int:
+        if self._dim >= 0 and self.parent is not None:
+            return len(self.parent.batch_size) + self._dim
+        return self._dim
 
-    transform_root_specs = transform_next_specs = _unsqueeze
+    @property
+    def unsqueeze_dim(self) -> int:
+        return self.dim
 
-    def _apply(self, arrays, t, mask):
-        for src, dst in self._outputs():
-            if ("in", src) in arrays:
-                out = arrays[dst][t]
-                _write_rows(out, arrays[("in", src)][t].reshape(out.shape), mask)
+    def _apply_transform(self, observation):
+        return observation.unsqueeze(self.dim)
 
-    def on_reset(self, root, t, mask):
-        self._apply(root, t, mask)
+    def _inv_apply_transform(self, observation):
+        return observation.squeeze(self.dim)
 
-    def on_step(self, root, nxt, t):
-        self._apply(nxt, t, None)
+    def _transform_spec(self, spec):
+        return spec.reshape(*self._apply_transform(torch.zeros(spec.shape, device="meta")).shape)
+
+    @apply_to_composite_inv
+    def transform_action_spec(self, action_spec):
+        return self._transform_spec(action_spec)
+
+    @apply_to_composite_inv
+    def transform_state_spec(self, state_spec):
+        return self._transform_spec(state_spec)
+
+    @apply_to_composite
+    def transform_reward_spec(self, reward_spec):
+        reward_key = self.parent.reward_key if self.parent is not None else "reward"
+        return self._transform_spec(reward_spec) if reward_key in self.in_keys else reward_spec
+
+    @apply_to_composite
+    def transform_observation_spec(self, observation_spec):
+        return self._transform_spec(observation_spec)
+
+    def _array(self, value, shape):
+        return value.reshape(shape)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(dim={self.dim}, in_keys={self.in_keys}, out_keys={self.out_keys}, "
+                f"in_keys_inv={self.in_keys_inv}, out_keys_inv={self.out_keys_inv})")
 
 
-class CatFrames(_Reshaping):
-    """Stack the last ``N`` values of ``in_keys`` along ``dim`` (TorchRL's ``CatFrames``).
-
-    At a reset the stack is filled with the first observation (``padding="same"``) or with
-    ``padding_value`` (``"constant"``); each step shifts it by one and appends the new value.
-    ``out_keys`` default to ``in_keys``.
+class SqueezeTransform(UnsqueezeTransform):
+    """Remove the dimension of size one at ``dim`` from ``in_keys`` (TorchRL's ``SqueezeTransform``).
 
     Examples:
-        >>> from reap.envs import GymEnv
-        >>> from reap.envs.transforms import CatFrames, TransformedEnv
-        >>> env = TransformedEnv(GymEnv("Pendulum-v1"), CatFrames(N=2, dim=-1, in_keys=["observation"]))
-        >>> obs = env.reset()["observation"]
-        >>> bool((obs[:3] == obs[3:]).all())
-        True
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import SqueezeTransform
+        >>> SqueezeTransform(-1, in_keys=["x"])(TensorDict(x=torch.zeros(3, 1)))["x"].shape
+        torch.Size([3])
     """
 
-    def __init__(self, N: int, dim: int, in_keys=None, out_keys=None, padding: str = "same",
-                 padding_value: float = 0.0, as_inverse: bool = False, reset_key=None, done_key=None):
-        if not isinstance(N, int) or N < 1:
-            raise ValueError(f"CatFrames: N must be a positive int, got {N!r}")
-        if padding not in ("same", "constant"):
-            raise ValueError(f"CatFrames: padding must be 'same' or 'constant', got {padding!r}")
-        if as_inverse:
-            raise ValueError("CatFrames: as_inverse=True is not supported")
-        super().__init__(in_keys=in_keys)
-        self.N, self.padding, self.padding_value = N, padding, padding_value
-        self.dim = _negative_dim(dim, "CatFrames")
-        self._out_keys = None if out_keys is None else list(out_keys)
+    def __init__(self, dim: int | None = None, *args, in_keys=None, out_keys=None, in_keys_inv=None,
+                 out_keys_inv=None, **kwargs):
+        if dim is None:
+            if "squeeze_dim" not in kwargs:
+                raise TypeError(f"dim must be passed to {type(self).__name__} constructor.")
+            dim = kwargs.pop("squeeze_dim")
+        super().__init__(dim, *args, in_keys=in_keys, out_keys=out_keys, in_keys_inv=in_keys_inv,
+                         out_keys_inv=out_keys_inv, **kwargs)
 
-    def set_container(self, env):
-        super().set_container(env)
-        self.out_keys = list(self.in_keys) if self._out_keys is None else self._out_keys
-        if len(self.out_keys) != len(self.in_keys):
-            raise ValueError(f"CatFrames: out_keys {self.out_keys} must match in_keys {self.in_keys} one to one")
-        root = env.root_specs()
-        self._frame = {k: root[k].shape[self.dim] for k in self.in_keys}
+    @property
+    def squeeze_dim(self) -> int:
+        return self.dim
 
-    def _stack(self, specs):
-        out = dict(specs)
-        for src, dst in self._outputs():
-            if src in specs:
-                shape = list(specs[src].shape)
-                shape[self.dim] *= self.N
-                out[dst] = Unbounded(shape=shape, dtype=specs[src].dtype)
-        return out
+    _apply_transform = UnsqueezeTransform._inv_apply_transform
+    _inv_apply_transform = UnsqueezeTransform._apply_transform
 
-    transform_root_specs = transform_next_specs = _stack
 
-    def on_reset(self, root, t, mask):
-        for src, dst in self._outputs():
-            d, value, out = self._frame[src], root[("in", src)][t], root[dst][t]
-            for k in range(self.N):
-                chunk = out[_along(self.dim, k * d, (k + 1) * d)]
-                if self.padding == "constant" and k < self.N - 1:
-                    if mask is None or mask.ndim == 0:
-                        chunk[...] = self.padding_value
-                    else:
-                        chunk[mask] = self.padding_value
-                else:
-                    _write_rows(chunk, value, mask)
+class PermuteTransform(_Writes):
+    """Permute the trailing dims of ``in_keys`` to ``dims`` (negative, e.g. ``[-1, -3, -2]``), as
+    TorchRL's ``PermuteTransform``.
 
-    def on_step(self, root, nxt, t):
-        for src, dst in self._outputs():
-            d, prev, out = self._frame[src], root[dst][t], nxt[dst][t]
-            np.copyto(out[_along(self.dim, 0, -d)], prev[_along(self.dim, d, None)])
-            np.copyto(out[_along(self.dim, -d, None)], nxt[("in", src)][t])
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import PermuteTransform
+        >>> PermuteTransform([-1, -2], in_keys=["x"])(TensorDict(x=torch.zeros(2, 3)))["x"].shape
+        torch.Size([3, 2])
+    """
+
+    def __init__(self, dims, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        in_keys = [] if in_keys is None else in_keys
+        in_keys_inv = [] if in_keys_inv is None else in_keys_inv
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys,
+                         in_keys_inv=in_keys_inv, out_keys_inv=copy(in_keys_inv) if out_keys_inv is None else out_keys_inv)
+        self.dims = dims
+        if sorted(dims) != list(range(-len(dims), 0)):
+            raise ValueError(f"Only tailing dims with negative indices are supported by {type(self).__name__}. Got "
+                             f"{dims} instead.")
+
+    @staticmethod
+    def _invert_permute(p):
+        n = len(p)
+        return [next(j if q >= 0 else j - n for j, q in enumerate(p) if (q % n) == i) for i in range(n)]
+
+    def _apply_transform(self, observation):
+        return observation.permute(*range(observation.ndim - len(self.dims)), *self.dims)
+
+    def _inv_apply_transform(self, state):
+        return state.permute(*range(state.ndim - len(self.dims)), *self._invert_permute(self.dims))
+
+    def _permuted(self, spec, dims, fn):
+        shape = torch.Size([*spec.shape[: -len(dims)], *[spec.shape[d] for d in dims]])
+        if isinstance(spec.space, ContinuousBox):
+            low, high = fn(spec.space.low), fn(spec.space.high)
+            spec = spec.reshape(*shape)
+            spec.space.low, spec.space.high = low, high
+            return spec
+        return spec.reshape(*shape)
+
+    @apply_to_composite
+    def transform_observation_spec(self, observation_spec):
+        return self._permuted(observation_spec, self.dims, self._apply_transform)
+
+    @apply_to_composite_inv
+    def transform_input_spec(self, input_spec):
+        return self._permuted(input_spec, self._invert_permute(self.dims), self._inv_apply_transform)
+
+    def _attach(self, env):
+        super()._attach(env)
+        self._axes = {}
+
+    def _array(self, value, shape):
+        axes = self._axes.get(value.ndim)
+        if axes is None:
+            lead = value.ndim - len(self.dims)
+            axes = self._axes[value.ndim] = (*range(lead), *(lead + len(self.dims) + d for d in self.dims))
+        return value.transpose(axes)

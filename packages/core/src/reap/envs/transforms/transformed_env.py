@@ -1,335 +1,245 @@
-"""``Transform``, ``Compose`` and ``TransformedEnv``: how transforms act on the step arrays.
+"""``TransformedEnv``: an env whose steps pass through transforms, in place on the step arrays.
 
-A transform acts on the step arrays in place, right after the base env wrote them:
-``on_reset(root, t, mask)`` and ``on_step(root, nxt, t)``. It may add keys (``transform_root_specs``
-/ ``transform_next_specs``) and carried state (``state_keys``).
+The base env writes each step into the collector's preallocated arrays; then each transform
+acts on them in place (``on_reset``/``on_step``), renaming, hiding and reshaping entries without
+copies where it can (see ``layout``). Before a step, transforms that act on the action map it
+back (``on_action``), last one first. A transform that only has TorchRL's hooks runs on
+TensorDict views of the arrays (``torchrl_hooks``).
 
-Transforms that rename, hide or reshape an entry keep the hot path free of allocations too.
-Every entry that exists at some point of the transform chain is one array, allocated once with
-the batch; ``TransformedEnv`` names each array after the key it finally shows (an entry that is
-excluded or replaced gets a hidden name, ``"_hidden:..."``, which batches and TensorDicts leave
-out) and gives the base env and each transform a dict that maps the keys *they* know to those
-arrays, built once per batch layout. So ``RenameTransform`` costs nothing per step, and a
-transform that replaces an entry with a differently shaped one (``CatFrames``,
-``UnsqueezeTransform``) reads the old array under ``("in", key)`` and writes the new one.
+As in TorchRL, ``transform`` is the transform given (a ``Compose`` once more are added), a
+``Compose`` of it is live (``env.transform.append(t)`` rebuilds the env), each transform's
+``parent`` is the env before it and ``container`` this env; nesting a ``TransformedEnv`` in
+another unwraps it (``auto_unwrap=False`` keeps it). Specs are those the transforms' spec hooks
+make; set them on the base env, not here.
 
 Examples:
     >>> from reap.envs import GymEnv
-    >>> from reap.envs.transforms import Compose, RewardSum, StepCounter, TransformedEnv
-    >>> env = TransformedEnv(GymEnv("Pendulum-v1"), Compose(StepCounter(), RewardSum()))
-    >>> td = env.rollout(4)
-    >>> td["next", "step_count"].flatten().tolist()
-    [1, 2, 3, 4]
+    >>> from reap.envs.transforms import RenameTransform, StepCounter, TransformedEnv
+    >>> env = TransformedEnv(GymEnv("Pendulum-v1"), StepCounter(max_steps=2))
+    >>> env = env.append_transform(RenameTransform(["observation"], ["obs"]))
+    >>> sorted(env.reset().keys())
+    ['done', 'obs', 'step_count', 'terminated', 'truncated']
+    >>> env.transform[0].parent.transform
+    Compose()
 """
 
 from __future__ import annotations
 
-import numpy as np
+from collections import OrderedDict
 
-from reap.envs.base import FLAG_KEYS, HIDDEN_PREFIX, EnvBase
-from reap.specs import Composite, TensorSpec
-
-
-class Transform:
-    """Base transform: does nothing; subclasses override what they need.
-
-    Hooks a subclass may define besides ``on_reset``/``on_step`` and the spec methods:
-    ``replaced_keys()`` (entries it replaces by a new array), ``reads_inputs()`` (entries it reads
-    as they were before it, under ``("in", key)``), ``key_moves()`` (``{new: old}``: entries shown
-    under a new name, no copy), ``observation_keys(keys)`` (which entries are observations after
-    it) and ``passthrough_keys()`` (carried entries whose ``"next"`` value is the root's unless
-    the policy writes it).
-    """
-
-    def __init__(self, in_keys=None):
-        self.in_keys = list(in_keys) if in_keys is not None else None
-        self.parent: EnvBase | None = None
-
-    def set_container(self, env: EnvBase) -> None:
-        self.parent = env
-        if self.in_keys is None:
-            self.in_keys = self.default_in_keys(env)
-        missing = [k for k in self.in_keys if k not in env.root_specs() and k not in env.next_specs()]
-        if missing:
-            raise KeyError(
-                f"{type(self).__name__}: in_keys {missing} are not produced by the env "
-                f"(it has {sorted(k for k in {*env.root_specs(), *env.next_specs()} if not _hidden(k))})"
-            )
-
-    def default_in_keys(self, env: EnvBase) -> list[str]:
-        return [k for k in env.observation_spec.keys()]
-
-    def transform_root_specs(self, specs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-        return specs
-
-    def transform_next_specs(self, specs: dict[str, TensorSpec]) -> dict[str, TensorSpec]:
-        return specs
-
-    def state_keys(self) -> tuple[str, ...]:
-        return ()
-
-    def replaced_keys(self) -> tuple[str, ...]:
-        return ()
-
-    def key_moves(self) -> dict[str, str]:
-        return {}
-
-    def reads_inputs(self) -> tuple[str, ...]:
-        return ()
-
-    def passthrough_keys(self) -> tuple[str, ...]:
-        return ()
-
-    def observation_keys(self, keys: list[str]) -> list[str]:
-        return keys
-
-    def on_reset(self, root: dict, t: int, mask: np.ndarray | None) -> None:
-        pass
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state:
-            raise KeyError(f"{type(self).__name__} has no state, got keys {sorted(state)}")
-
-    def on_step(self, root: dict, nxt: dict, t: int) -> None:
-        pass
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(in_keys={self.in_keys})"
+from reap.envs.base import EnvBase
+from reap.envs.transforms.compose import Compose, as_transform
+from reap.envs.transforms.layout import Layout
+from reap.envs.transforms.torchrl_hooks import TensorDictHooks
+from reap.envs.transforms.transform import Transform, runs_on_arrays
 
 
-class Compose(Transform):
-    """Apply transforms in order."""
-
-    def __init__(self, *transforms: Transform):
-        super().__init__(in_keys=[])
-        self.transforms = list(transforms)
-
-    def set_container(self, env):
-        self.parent = env
-
-    def __iter__(self):
-        return iter(self.transforms)
-
-    def __getitem__(self, index):
-        return self.transforms[index]
-
-    def __len__(self):
-        return len(self.transforms)
+def leaves_of(transform: Transform):
+    """The transforms of a chain in order, ``Compose``s flattened."""
+    if isinstance(transform, Compose):
+        for t in transform:
+            yield from leaves_of(t)
+    else:
+        yield transform
 
 
-def _hidden(key) -> bool:
-    return isinstance(key, str) and key.startswith(HIDDEN_PREFIX)
-
-
-class _Side:
-    """The arrays of one side (root or next) across the transform chain."""
-
-    def __init__(self, specs: dict[str, TensorSpec]):
-        self.specs: list[TensorSpec] = []  # by array id
-        self.origin: list[str] = []  # "<stage>:<key>" where each array was created
-        self.stages: list[dict[str, int]] = [{k: self._new(0, k, s) for k, s in specs.items()}]
-        self.inputs: list[dict[str, int]] = [{}]  # per stage: ("in", key) entries
-
-    def _new(self, stage: int, key: str, spec: TensorSpec) -> int:
-        self.specs.append(spec)
-        self.origin.append(f"{stage}:{key}")
-        return len(self.specs) - 1
-
-    def logical_specs(self) -> dict[str, TensorSpec]:
-        return {k: self.specs[i] for k, i in self.stages[-1].items()}
-
-    def add_stage(self, after: dict[str, TensorSpec], moves: dict, replaced, reads) -> None:
-        before, stage = self.stages[-1], len(self.stages)
-        current, inputs = {}, {}
-        for key, spec in after.items():
-            if key in moves and moves[key] in before:
-                current[key] = before[moves[key]]
-            elif key in before and key not in replaced:
-                current[key] = before[key]
-            else:
-                current[key] = self._new(stage, key, spec)
-            self.specs[current[key]] = spec
-        for key in reads:
-            if key in before:
-                inputs[("in", key)] = before[key]
-        self.stages.append(current)
-        self.inputs.append(inputs)
-
-    def names(self) -> list[str]:
-        final = {i: k for k, i in self.stages[-1].items()}
-        return [final.get(i, f"{HIDDEN_PREFIX}{self.origin[i]}") for i in range(len(self.specs))]
+def _inverts(transform: Transform, on_arrays: bool) -> bool:
+    if on_arrays:
+        return bool(transform.in_keys_inv)
+    return bool(transform.in_keys_inv) or type(transform)._inv_call is not Transform._inv_call
 
 
 class TransformedEnv(EnvBase):
-    """An env whose steps pass through ``transform`` (one, or a ``Compose``).
+    """An env whose steps pass through ``transform`` (one, a ``Compose`` or a callable).
 
     Args:
-        env: the base env.
-        transform: a ``Transform``; more can be added with ``append_transform`` /
-            ``insert_transform``.
-
-    Examples:
-        >>> from reap.envs import GymEnv
-        >>> from reap.envs.transforms import RenameTransform, StepCounter, TransformedEnv
-        >>> env = TransformedEnv(GymEnv("Pendulum-v1"), StepCounter(max_steps=2))
-        >>> env = env.append_transform(RenameTransform(["observation"], ["obs"]))
-        >>> sorted(env.reset().keys())
-        ['done', 'obs', 'step_count', 'terminated', 'truncated']
+        base_env: the env to transform (also as ``base_env=``).
+        transform: a ``Transform``, a ``Compose`` or a callable ``td -> td``; more can be added
+            with ``append_transform``/``insert_transform``.
+        cache_specs: TorchRL's switch; reap recomputes the specs whenever the chain changes.
+        auto_unwrap: a ``TransformedEnv`` given as ``base_env`` is unwrapped (its transforms,
+            copied, come first) unless False, as TorchRL's default.
     """
 
-    def __init__(self, env: EnvBase, transform: Transform | None = None):
-        if not isinstance(env, EnvBase):
-            raise TypeError(f"TransformedEnv: env must be a reap EnvBase, got {type(env).__name__}")
-        super().__init__(batch_size=env.batch_size, device=env.device)
-        self.base_env = env
-        self.transforms: list[Transform] = []
+    def __init__(self, *args, **kwargs):
+        base_env, transform, auto_unwrap = _parse_arguments(args, kwargs)
+        if not isinstance(base_env, EnvBase):
+            hint = " (import it from reap.envs, not torchrl.envs)" if "torchrl" in type(base_env).__module__ else ""
+            raise TypeError(f"TransformedEnv: base_env must be a reap EnvBase{hint}, got {type(base_env).__name__}")
+        if type(base_env) is TransformedEnv and type(self) is TransformedEnv and auto_unwrap is not False:
+            inner = [t.clone() for t in leaves_of(base_env.transform)]
+            outer = [] if transform is None else list(leaves_of(as_transform(transform, "TransformedEnv")))
+            for t in outer:
+                t.reset_parent()
+            transform, base_env = Compose(*inner, *outer), base_env.base_env
+        super().__init__(batch_size=base_env.batch_size, device=base_env.device)
+        self.base_env = base_env
         self._step_mask = None  # the envs a partial step steps (see _partial_step_into)
-        self._restart()
-        if transform is not None:
-            self.append_transform(transform)
+        self.__dict__["_transform"] = None
+        self.transform = Compose() if transform is None else transform
 
-    # ---- building the chain ----------------------------------------------------------------
-    def _restart(self) -> None:
-        env = self.base_env
-        self._root = _Side(env.root_specs())
-        self._next = _Side(env.next_specs())
-        self._obs_keys = list(env.observation_spec.keys())
-        self._state_logical: list[tuple[int, str]] = [(0, k) for k in env.state_keys]
+    # ---- the chain ---------------------------------------------------------------------------------
+    @property
+    def transform(self) -> Transform:
+        return self.__dict__["_transform"]
+
+    @transform.setter
+    def transform(self, transform) -> None:
+        transform = as_transform(transform, "TransformedEnv.transform")
+        old = self.__dict__.get("_transform")
+        if old is not None:
+            old.reset_parent()
+        transform.set_container(self)
+        transform.eval()
+        self.__dict__["_transform"] = transform
+        try:
+            self._rebuild()
+        except Exception:
+            transform.reset_parent()
+            self.__dict__["_transform"] = old
+            if old is not None:
+                old.set_container(self)
+                self._rebuild()
+            raise
+
+    def append_transform(self, transform) -> TransformedEnv:
+        """Add ``transform`` (a transform, ``Compose`` or callable) at the end; returns ``self``."""
+        transform = as_transform(transform, "TransformedEnv.append_transform")
+        self._edit(lambda compose: compose.append(transform))
+        return self
+
+    def insert_transform(self, index: int, transform) -> TransformedEnv:
+        """Insert ``transform`` at ``index`` of the chain; returns ``self``."""
+        transform = as_transform(transform, "TransformedEnv.insert_transform")
+        self._edit(lambda compose: compose.insert(index, transform))
+        return self
+
+    def _edit(self, edit) -> None:
+        """Apply ``edit`` to the chain as a ``Compose``; on an error, put the chain back."""
+        if not isinstance(self.transform, Compose):
+            single = self.transform
+            single.reset_parent()
+            self.__dict__["_transform"] = None
+            self.transform = Compose(single)
+        compose = self.transform
+        before = list(compose.transforms)
+        try:
+            edit(compose)
+        except Exception:
+            for t in compose.transforms:
+                if all(t is not b for b in before):
+                    t.reset_parent()
+            compose.transforms = type(compose.transforms)(before)
+            self._rebuild()
+            raise
+
+    def _rebuild(self) -> None:
+        """Build the stages and arrays from the base env and the chain (all or nothing)."""
+        previous = self.__dict__.get("_layout"), self.__dict__.get("_hooks")
+        self._layout = Layout(self.base_env)
+        self._hooks: list = []
         self._finish()
+        self._commit_specs()
+        try:
+            for transform in leaves_of(self.transform):
+                self._add_stage(transform)
+        except Exception:
+            self._layout, self._hooks = previous
+            if previous[0] is not None:
+                self._finish()
+                self._commit_specs()
+            raise
+        finally:
+            for transform in leaves_of(self.transform):
+                transform.empty_cache()
+        self._finish()
+        self._commit_specs()
+        self.layout_version = self.__dict__.get("layout_version", 0) + 1
+
+    def _add_stage(self, transform: Transform) -> None:
+        name = type(transform).__name__
+        transform.__dict__["_parent"] = self  # while it joins, this env is the chain before it
+        transform._attach(self)
+        batch = transform.transform_env_batch_size(self.batch_size)
+        if batch != self.batch_size:
+            raise ValueError(f"{name}: reap envs keep the base env's batch size {tuple(self.batch_size)}; "
+                             f"the transform makes it {tuple(batch)}")
+        layout = self._layout
+        output_spec = transform.transform_output_spec(layout.output_spec.clone())
+        input_spec = transform.transform_input_spec(layout.input_spec.clone())
+        on_arrays = runs_on_arrays(transform)
+        before, actions = layout.stage_keys(len(layout.root.stages) - 1), list(layout.cats["action"])
+        layout.add(transform, output_spec, input_spec, on_arrays)
+        stage = len(layout.root.stages) - 1
+        hooks = transform if on_arrays else TensorDictHooks(
+            transform, self.batch_size, before, layout.stage_keys(stage), [*actions, *layout.cats["action"]])
+        transform._stage = stage
+        self._hooks.append((hooks, stage, _inverts(transform, on_arrays)))
+        self._finish()
+        self._commit_specs()
 
     def _finish(self) -> None:
-        self._root_names = self._root.names()
-        self._next_names = self._next.names()
-        self._root_specs = {n: s for n, s in zip(self._root_names, self._root.specs)}
-        self._next_specs = {n: s for n, s in zip(self._next_names, self._next.specs)}
-        keys = []
-        for stage, key in self._state_logical:
-            root_id = self._root.stages[stage].get(key)
-            next_id = self._next.stages[stage].get(key)
-            if root_id is None or next_id is None:
-                continue
-            root_name, next_name = self._root_names[root_id], self._next_names[next_id]
-            if root_name != next_name:
-                raise ValueError(
-                    f"TransformedEnv: the carried entry {key!r} is shown as {root_name!r} on the root "
-                    f"but {next_name!r} in 'next'; rename or exclude it on both sides"
-                )
-            if root_name not in keys:
-                keys.append(root_name)
-        self._state_keys = tuple(keys)
-        stages = len(self._root.stages)
-        self._identity = [
-            not self._root.inputs[j] and not self._next.inputs[j]
-            and all(self._root_names[i] == k for k, i in self._root.stages[j].items())
-            and all(self._next_names[i] == k for k, i in self._next.stages[j].items())
-            for j in range(stages)
-        ]
+        """Bind what the hot path reads: per stage hooks and views, built once per layout."""
+        layout = self._layout
         self._view_cache: dict[int, tuple] = {}
-        # bound hooks and the stage view each one reads, so a step builds no list
-        self._on_reset = [(t.on_reset, t._stage) for t in self.transforms]
-        self._on_step = [(t.on_step, t._stage) for t in self.transforms]
+        self._on_reset = [(h.on_reset, j) for h, j, _ in self._hooks]
+        self._on_step = [(h.on_step, j) for h, j, _ in self._hooks]
+        self._on_action = [(h.on_action, j) for h, j, inverts in reversed(self._hooks) if inverts]
+        self._action_direct = not self._on_action and layout.action_is_base
+        self._base_action = layout.base_action_key
 
-    @property
-    def transform(self) -> Compose:
-        return Compose(*self.transforms)
+    def _parent_of(self, transform: Transform) -> TransformedEnv:
+        """The env of the base env and copies of the transforms before ``transform`` (its parent)."""
+        before = []
+        for t in _nodes(self.transform):
+            if t is transform:
+                break
+            if not isinstance(t, Compose):
+                before.append(t.clone())
+        return TransformedEnv(self.base_env, Compose(*before), auto_unwrap=False)
 
-    def append_transform(self, transform: Transform) -> TransformedEnv:
-        """Add ``transform`` (or each transform of a ``Compose``) at the end; returns ``self``."""
-        if isinstance(transform, Compose):
-            for inner in transform:
-                self.append_transform(inner)
-            return self
-        from reap.envs.transforms.from_torchrl import as_reap_transform  # it imports this module
+    def empty_cache(self) -> None:
+        self.transform.empty_cache()
+        super().empty_cache()
 
-        transform = as_reap_transform(transform, "append_transform")
-        transform.set_container(self)
-        root_after = transform.transform_root_specs(self._root.logical_specs())
-        next_after = transform.transform_next_specs(self._next.logical_specs())
-        moves, replaced = transform.key_moves(), tuple(transform.replaced_keys())
-        for key in FLAG_KEYS:
-            if key not in next_after or key in moves.values() or key in replaced:
-                raise ValueError(
-                    f"{type(transform).__name__}: the done flags ({', '.join(FLAG_KEYS)}) must stay "
-                    "as they are; the collector reads them"
-                )
-        if self.action_key not in root_after or self.action_key in replaced:
-            raise ValueError(f"{type(transform).__name__}: the action entry {self.action_key!r} must stay")
-        reads = tuple(transform.reads_inputs())
-        self._root.add_stage(root_after, moves, replaced, reads)
-        self._next.add_stage(next_after, moves, replaced, reads)
-        obs = [next((new for new, old in moves.items() if old == k), k) for k in self._obs_keys]
-        self._obs_keys = [k for k in transform.observation_keys(obs) if k in root_after]
-        stage = len(self._root.stages) - 1
-        self._state_logical = [*self._state_logical, *((stage, k) for k in transform.state_keys())]
-        self.transforms.append(transform)
-        transform._stage = stage
-        self._finish()
-        self.layout_version = getattr(self, "layout_version", 0) + 1
+    # ---- specs as the transforms make them ------------------------------------------------------
+    def _commit_specs(self) -> None:
+        """The env's specs (``output_spec``, ``input_spec`` and all read from them) are the chain's."""
+        layout = self._layout
+        self.__dict__["_output_spec"] = layout.output_spec
+        self.__dict__["_input_spec"] = layout.input_spec
+        self.__dict__["_keys_cache"] = {}
+        if self.is_spec_locked:
+            layout.output_spec.lock_(recurse=True)
+            layout.input_spec.lock_(recurse=True)
+
+    def _set(self, side: str, name: str, value) -> None:
+        # every spec setter ends here: the specs are what the transforms make of the base env's
+        raise RuntimeError(
+            f"TransformedEnv: {name} is what the transforms make of the base env's specs; set it on the base env "
+            f"(env.base_env.{name.removeprefix('full_')} = ...) or add a transform that changes it"
+        )
+
+    def add_truncated_keys(self) -> TransformedEnv:
+        self.base_env.add_truncated_keys()
+        self._rebuild()
         return self
-
-    def insert_transform(self, index: int, transform: Transform) -> TransformedEnv:
-        """Insert ``transform`` at ``index`` of the chain; returns ``self``."""
-        from reap.envs.transforms.from_torchrl import as_reap_transform  # it imports this module
-
-        transform = as_reap_transform(transform, "insert_transform")
-        if not -len(self.transforms) - 1 <= index <= len(self.transforms):
-            raise IndexError(
-                f"insert_transform: index {index} is out of range for {len(self.transforms)} transforms"
-            )
-        chain = list(self.transforms)
-        chain.insert(index if index >= 0 else len(chain) + 1 + index, transform)
-        self.transforms = []
-        self._restart()
-        for t in chain:
-            self.append_transform(t)
-        return self
-
-    # ---- specs as seen after the transforms ----------------------------------------------
-    @property
-    def observation_spec(self) -> Composite:
-        return Composite({k: self._root_specs[k] for k in self._obs_keys}, shape=self.batch_size)
-
-    @observation_spec.setter
-    def observation_spec(self, value):  # EnvBase.__init__ assigns a default
-        pass
-
-    @property
-    def action_spec(self):
-        return self._root_specs[self.action_key]
-
-    @action_spec.setter
-    def action_spec(self, value):
-        pass
-
-    @property
-    def reward_spec(self):
-        return self._next_specs["reward"]
-
-    @reward_spec.setter
-    def reward_spec(self, value):
-        pass
 
     def root_specs(self):
-        return dict(self._root_specs)
+        return dict(self._layout.root_specs)
 
     def next_specs(self):
-        return dict(self._next_specs)
+        return dict(self._layout.next_specs)
 
     @property
     def state_keys(self):
-        return self._state_keys
+        return self._layout.state_keys
 
     @property
     def passthrough_keys(self) -> tuple:
-        keys = list(self.base_env.passthrough_keys)
-        for transform in self.transforms:
-            keys.extend(k for k in transform.passthrough_keys() if k not in keys)
-        return tuple(k for k in keys if k in self._state_keys)
+        return tuple(k for k in self._layout.passthrough if k in self._layout.state_keys)
 
-    # ---- the hot path ----------------------------------------------------------------------
+    # ---- the hot path --------------------------------------------------------------------------------
     def _views(self, root: dict, nxt: dict | None = None) -> list:
         """Per stage, the (root, next) dicts under that stage's keys: built once per layout."""
         cached = self._view_cache.get(id(root))
@@ -337,26 +247,13 @@ class TransformedEnv(EnvBase):
             return cached[2]
         if len(self._view_cache) > 4:  # the TensorDict API allocates new arrays per call
             self._view_cache.clear()
-        views = []
-        for j, identity in enumerate(self._identity):
-            if identity:
-                views.append((root, nxt))
-                continue
-            r = self._stage_view(self._root, self._root_names, j, root)
-            x = None if nxt is None else self._stage_view(self._next, self._next_names, j, nxt)
-            views.append((r, x))
+        views = self._layout.views(root, nxt)
         self._view_cache[id(root)] = (root, nxt, views)
         return views
 
-    @staticmethod
-    def _stage_view(side: _Side, names, j: int, arrays: dict) -> dict:
-        view = {k: arrays[names[i]] for k, i in side.stages[j].items()}
-        view.update({k: arrays[names[i]] for k, i in side.inputs[j].items()})
-        return view
-
     def _reset_upto(self, stage: int, t: int, mask, views: list) -> None:
         self.base_env._reset_into(views[0][0], t, mask)
-        chain = self._on_reset if stage == len(self.transforms) else self._on_reset[:stage]
+        chain = self._on_reset if stage == len(self._on_reset) else self._on_reset[:stage]
         for on_reset, index in chain:
             on_reset(views[index][0], t, mask)
 
@@ -364,11 +261,16 @@ class TransformedEnv(EnvBase):
         self._active_views = views  # what FrameSkipTransform repeats
         self._active_action = action
         root, nxt = views[0]
+        if not self._action_direct:
+            for on_action, index in self._on_action:
+                if index <= stage:
+                    on_action(views[index][0], t)
+            action = None if self._base_action is None else root[self._base_action][t]
         if self._step_mask is None:
             self.base_env._step_into(action, t, root, nxt)
         else:
             self.base_env._partial_step_into(action, t, root, nxt, self._step_mask)
-        chain = self._on_step if stage == len(self.transforms) else self._on_step[:stage]
+        chain = self._on_step if stage == len(self._on_step) else self._on_step[:stage]
         for on_step, index in chain:
             r, x = views[index]
             on_step(r, x, t)
@@ -376,11 +278,11 @@ class TransformedEnv(EnvBase):
     def _reset_into(self, root, t, mask):
         views = self._views(root)
         self._active_root, self._active_views = root, views
-        self._reset_upto(len(self.transforms), t, mask, views)
+        self._reset_upto(len(self._on_reset), t, mask, views)
 
     def _step_into(self, action, t, root, nxt):
         views = self._views(root, nxt)
-        self._step_upto(len(self.transforms), action, t, views)
+        self._step_upto(len(self._on_step), action, t, views)
 
     def _partial_step_into(self, action, t, root, nxt, mask):
         # the base env steps what it can of the batch (repeats by FrameSkipTransform too); the
@@ -391,27 +293,90 @@ class TransformedEnv(EnvBase):
         finally:
             self._step_mask = None
 
+    # ---- TorchRL's TensorDict hooks of an env (a transform's parent is stepped through them) ------
+    def _step(self, tensordict):
+        return self.step(tensordict.clone(False)).get("next")
+
+    def _reset(self, tensordict=None, **kwargs):
+        return self.reset(tensordict)
+
     def _set_seed(self, seed):
         self.base_env._set_seed(seed)
 
-    def state_dict(self) -> dict:
-        state = {f"transforms.{i}": t.state_dict() for i, t in enumerate(self.transforms)}
-        state = {k: v for k, v in state.items() if v}
+    def set_seed(self, seed=None, static_seed: bool = False):
+        return self.base_env.set_seed(seed, static_seed=static_seed)
+
+    # ---- state, lifetime ---------------------------------------------------------------------------
+    def state_dict(self) -> OrderedDict:
+        """The transforms' ``state_dict`` (TorchRL's keys), plus the base env's under ``"base_env"``."""
+        state = self.transform.state_dict()
         base = self.base_env.state_dict()
         if base:
             state["base_env"] = base
         return state
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        for key, value in state_dict.items():
-            if key == "base_env":
-                self.base_env.load_state_dict(value)
-            else:
-                self.transforms[int(key.split(".")[1])].load_state_dict(value)
+    def load_state_dict(self, state_dict) -> None:
+        state_dict = OrderedDict(state_dict)
+        base = state_dict.pop("base_env", None)
+        if base is not None:
+            self.base_env.load_state_dict(base)
+        self.transform.load_state_dict(state_dict)
 
-    def close(self):
+    def train(self, mode: bool = True) -> TransformedEnv:
+        self.transform.train(mode)
+        return self
+
+    def eval(self) -> TransformedEnv:
+        self.transform.eval()
+        return self
+
+    def close(self, *, raise_if_closed: bool = True):
         self.base_env.close()
-        super().close()
+        self.transform.close()
+        self.is_closed = True
 
-    def __repr__(self):
-        return f"TransformedEnv(env={self.base_env!r}, transforms={self.transforms})"
+    def __getattr__(self, name: str):
+        # TorchRL's: public attributes the transformed env lacks are the base env's
+        if name.startswith("_") or name == "base_env":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        base = self.__dict__.get("base_env")
+        if base is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(base, name)
+
+    def __repr__(self) -> str:
+        return f"TransformedEnv(\n    env={self.base_env},\n    transform={self.transform})"
+
+
+def _nodes(transform: Transform):
+    """Every transform of a chain in order, ``Compose``s before their contents."""
+    yield transform
+    if isinstance(transform, Compose):
+        for t in transform:
+            yield from _nodes(t)
+
+
+def _parse_arguments(args, kwargs):
+    """TorchRL's ways of passing the base env and transform; unknown keywords are an error."""
+    if "env" in kwargs:
+        raise TypeError("TransformedEnv: the 'env' argument has been removed (as in TorchRL); use 'base_env'")
+    if args:
+        base_env, rest = args[0], list(args[1:])
+    elif "base_env" in kwargs:
+        base_env, rest = kwargs.pop("base_env"), []
+    else:
+        raise TypeError("TransformedEnv requires a base_env argument")
+    transform = rest.pop(0) if rest else kwargs.pop("transform", None)
+    cache_specs = rest.pop(0) if rest else kwargs.pop("cache_specs", True)
+    if rest:
+        raise TypeError(f"TransformedEnv: too many positional arguments ({len(args)})")
+    if not isinstance(cache_specs, bool):
+        raise TypeError(f"TransformedEnv: cache_specs must be a bool, got {cache_specs!r}")
+    auto_unwrap = kwargs.pop("auto_unwrap", None)
+    device = kwargs.pop("device", None)
+    if device is not None and str(device) != str(base_env.device):
+        raise ValueError(f"TransformedEnv: device={device!r} differs from the base env's {base_env.device}; "
+                         "reap envs step on the CPU (move batches with the collector's storing_device)")
+    if kwargs:
+        raise TypeError(f"TransformedEnv: unexpected keyword arguments {sorted(kwargs)}")
+    return base_env, transform, auto_unwrap

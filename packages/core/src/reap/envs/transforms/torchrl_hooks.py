@@ -1,0 +1,90 @@
+"""Running a transform through TorchRL's hooks on TensorDict views of the step arrays.
+
+A transform whose array hooks do not stand for it (a user's subclass written for TorchRL, a
+callable) runs here: each step builds TensorDicts over the rows of the arrays before the
+transform (no copy), calls ``_step``/``_reset``/``_inv_call`` and copies what it returns into the
+arrays after it. This path allocates per step; reap's own transforms use their array hooks.
+
+Examples:
+    >>> import torch
+    >>> from reap.envs import GymEnv
+    >>> from reap.envs.transforms import Transform, TransformedEnv
+    >>> class Double(Transform):
+    ...     def _apply_transform(self, obs):
+    ...         return obs * 2
+    >>> env = TransformedEnv(GymEnv("Pendulum-v1"), Double(in_keys=["observation"], out_keys=["observation"]))
+    >>> td = env.rollout(2)
+    >>> bool((td["next", "observation"][:, 0].abs() <= 2).all())
+    True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tensordict import TensorDict
+
+from reap.envs.base import is_hidden
+from reap.envs.transforms.transform import Transform, write_rows
+
+
+def _row(array: np.ndarray, t: int) -> torch.Tensor:
+    return torch.from_numpy(array[t, ...])
+
+
+class TensorDictHooks:
+    """``on_reset``/``on_step``/``on_action`` of ``transform`` through its TorchRL hooks.
+
+    ``before`` and ``after`` are the (root, next) keys of the chain around the transform; the
+    views it is called with hold the arrays after it under their keys and the arrays before it
+    under ``("in", key)``.
+    """
+
+    def __init__(self, transform: Transform, batch_size, before: tuple, after: tuple, action_keys):
+        self.transform = transform
+        self.batch_size = batch_size
+        self.root_in = [k for k in before[0] if not is_hidden(k)]
+        self.next_in = [k for k in before[1] if not is_hidden(k)]
+        self.root_out = [k for k in after[0] if not is_hidden(k)]
+        self.next_out = [k for k in after[1] if not is_hidden(k)]
+        self.action_keys = set(action_keys)
+
+    def _td(self, view: dict, keys, t: int, inputs: bool = True) -> TensorDict:
+        td = TensorDict(batch_size=self.batch_size)
+        for key in keys:
+            array = view.get(("in", key) if inputs else key)
+            if array is not None:
+                td.set(key, _row(array, t))
+        return td
+
+    def _write(self, view: dict, keys, out, t: int, mask, inputs: bool = False) -> None:
+        known = set(keys)
+        for key in () if inputs else out.keys(True, True):
+            if key not in known and not is_hidden(key) and key != "_reset":
+                raise KeyError(
+                    f"{type(self.transform).__name__} wrote {key!r}, which no spec declares: register it in "
+                    "the specs (transform_observation_spec, transform_reward_spec, ...) so that the env "
+                    "has room for it"
+                )
+        for key in keys:
+            value = out.get(key, None)
+            if value is None:
+                continue
+            dest = view[("in", key) if inputs else key][t, ...]
+            write_rows(dest, value.detach().numpy(force=True) if isinstance(value, torch.Tensor) else value, mask)
+
+    def on_reset(self, root: dict, t: int, mask) -> None:
+        source = TensorDict(batch_size=self.batch_size)
+        if mask is not None and mask.ndim:
+            source.set("_reset", torch.from_numpy(mask).reshape(*self.batch_size, 1))
+        keys = [k for k in self.root_in if k not in self.action_keys]
+        out = self.transform._reset(source, self._td(root, keys, t))
+        self._write(root, [k for k in self.root_out if k not in self.action_keys], out, t, mask)
+
+    def on_step(self, root: dict, nxt: dict, t: int) -> None:
+        out = self.transform._step(self._td(root, self.root_in, t), self._td(nxt, self.next_in, t))
+        self._write(nxt, self.next_out, out, t, None)
+
+    def on_action(self, root: dict, t: int) -> None:
+        out = self.transform._inv_call(self._td(root, self.root_out, t, inputs=False))
+        self._write(root, self.root_in, out, t, None, inputs=True)
