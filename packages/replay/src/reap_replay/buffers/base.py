@@ -339,6 +339,16 @@ class ReplayBuffer:
         them)."""
         return self._transform
 
+    def share(self, shared: bool = True) -> ReplayBuffer:
+        """Guards writes and samples with a lock across processes (``True``) or a thread lock."""
+        if shared and self._prefetch_cap:
+            raise ValueError("Cannot share prefetched replay buffers. Pass prefetch=0 or shared=False.")
+        with self._lock:
+            if bool(shared) != self.shared and self._shared_progress is None:
+                self._lock = _process_lock() if shared else threading.RLock()
+            self.shared = bool(shared)
+        return self
+
     def set_rng(self, generator: torch.Generator | None) -> None:
         """Makes ``generator`` the random source of the sampler (and the storage and writer)."""
         self._rng = generator

@@ -83,6 +83,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                                         reduction, sampler_device, sync)
         super().__init__(storage=storage, sampler=sampler, **kwargs)
 
+    @property
+    def prioritized_sampler(self) -> PrioritizedSampler:
+        """The sampler that holds the priorities."""
+        return self._sampler
+
 
 class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
     """:class:`TensorDictReplayBuffer` with a :class:`PrioritizedSampler`.
@@ -137,3 +142,8 @@ class TensorDictPrioritizedReplayBuffer(TensorDictReplayBuffer):
         storage, sampler = _prioritized(type(self).__name__, storage, alpha, beta, eps, dtype,
                                         reduction, sampler_device, sync)
         super().__init__(priority_key=priority_key, storage=storage, sampler=sampler, **kwargs)
+
+    @property
+    def prioritized_sampler(self) -> PrioritizedSampler:
+        """The sampler that holds the priorities."""
+        return self._sampler

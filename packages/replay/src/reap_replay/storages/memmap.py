@@ -108,8 +108,9 @@ class LazyMemmapStorage(TensorStorage):
                 f"scratch_dir={str(self.scratch_dir)!r} already holds a memmap storage; reopen it "
                 "with LazyMemmapStorage.open(scratch_dir), or pass existsok=True to overwrite it"
             )
+        self._cleanup = None
         if self.auto_cleanup:
-            weakref.finalize(self, shutil.rmtree, str(self.scratch_dir), True)
+            self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.scratch_dir), True)
 
     @property
     def _dir(self) -> Path:
@@ -324,6 +325,23 @@ class LazyMemmapStorage(TensorStorage):
         if self._mm_device is not None and self._mm_device != torch.device("cpu"):
             out = out.to(self._mm_device)
         return out
+
+    def cleanup(self) -> bool:
+        """Deletes ``scratch_dir`` and the files in it (done when the storage is garbage
+        collected if ``auto_cleanup``); the storage is empty and unusable after. Returns
+        whether there was something to delete."""
+        if getattr(self, "_cleaned_up", False):
+            return False
+        self._cleaned_up = True
+        self._storage, self._leaves, self._flat, self._spec, self._root = None, None, [], None, None
+        self._progress = None
+        self._len = 0
+        existed = self.scratch_dir.is_dir()
+        if self._cleanup is not None:
+            self._cleanup()
+        else:
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        return existed
 
     def _share_memory(self) -> None:
         """Nothing to move: another process maps the same files."""

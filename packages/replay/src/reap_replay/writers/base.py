@@ -31,6 +31,9 @@ class Writer:
         True
     """
 
+    #: TorchRL's flag of writers that stamp slots with a generation; reap's never do.
+    tracks_generations = False
+
     def __init__(self):
         self._storage = None
         self._cursor = 0
