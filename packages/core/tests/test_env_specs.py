@@ -51,7 +51,7 @@ def test_spec_api_on_every_env(name, make, batch):
         assert torch.equal(env.action_spec.zero(), torch.zeros(*batch, 1))
         fake = env.fake_tensordict()
         assert fake.batch_size == batch and fake["next", "reward"].shape == (*batch, 1)
-        step = env.rand_step()
+        step = env.rand_step(env.reset())
         assert set(step.keys(True, True)) == set(fake.keys(True, True))
         check_env_specs(env)
     finally:
@@ -66,7 +66,7 @@ def test_custom_env_and_transforms_have_the_spec_api():
     transformed = env.append_transform(reap.StepCounter())
     assert isinstance(transformed, TransformedEnv) and transformed.base_env is env
     transformed = transformed.insert_transform(0, reap.InitTracker())
-    assert [type(t).__name__ for t in transformed.transforms] == ["InitTracker", "StepCounter"]
+    assert [type(t).__name__ for t in transformed.transform] == ["InitTracker", "StepCounter"]
     assert sorted(transformed.fake_tensordict().keys()) == [
         "action", "done", "is_init", "next", "observation", "step_count", "terminated", "truncated"]
     check_env_specs(transformed)
@@ -112,11 +112,11 @@ def test_rollout_keyword_arguments():
     assert td["next", "observation"].flatten().tolist() == [2.0]
     td = env.rollout(2, actions=ones, set_truncated=True)
     assert td["next", "truncated"].flatten().tolist() == [False, True]
-    lazy = env.rollout(2, actions=ones, return_contiguous=False)
-    assert isinstance(lazy, LazyStackedTensorDict)
+    stacked = env.rollout(2, actions=ones, return_contiguous=False)  # steps alike: stacked densely, as TorchRL's
+    assert not isinstance(stacked, LazyStackedTensorDict) and stacked.names == ["time"]
     policy = lambda t: t.set("action", torch.full((1,), 0.5))  # noqa: E731
     assert env.rollout(2, policy)["action"].flatten().tolist() == [0.5, 0.5]
-    with pytest.raises(ValueError, match="auto_reset=False needs the initial tensordict"):
+    with pytest.raises(RuntimeError, match="tensordict must be provided when auto_reset is False"):
         env.rollout(2, auto_reset=False)
     with pytest.raises(ValueError, match="max_steps must be a positive int"):
         env.rollout(0)

@@ -104,7 +104,7 @@ def test_unbatched_env_stops_at_its_end():
 
 
 def test_both_flags_true_is_refused():
-    with pytest.raises(TypeError, match="break_when_all_done and break_when_any_done cannot both"):
+    with pytest.raises(TypeError, match="Cannot have both break_when_all_done and break_when_any_done True"):
         counting_envs().rollout(5, break_when_all_done=True, break_when_any_done=True)
 
 

@@ -55,7 +55,8 @@ def test_auto_reset_false_resets_the_done_envs_of_the_given_tensordict_first():
     assert values(td, ("next", "observation")) == [[0.5, 1.5, 1.5], [2.0, 3.0, 4.5], [2.0, 3.0, 1.5]]
     assert values(td, "done") == [[False] * 3] * 3
     assert values(td, ("next", "done")) == [[False, True, True], [False, False, False], [False, True, False]]
-    assert values(start, "done") == [True, False, False]  # the caller's tensordict is not changed
+    # TorchRL resets the done envs of the caller's tensordict in place (maybe_reset)
+    assert values(start, "done") == [False, False, False] and values(start, "observation") == [0.0, 1.5, 1.5]
 
 
 def test_auto_reset_false_keeps_a_tensordict_with_no_done_env_as_it_is():

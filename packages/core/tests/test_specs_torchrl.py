@@ -177,8 +177,14 @@ def test_one_hot_and_categorical_methods_match_torchrl():
     assert cat.to_one_hot_spec() == their_cat.to_one_hot_spec()
     assert torch.equal(cat.index(index.unsqueeze(-1), table), their_cat.index(index.unsqueeze(-1), table))
     assert Bounded(-1.0, 1.0, shape=(1,)).expand(4, 1) == torchrl_data.Bounded(-1.0, 1.0, shape=(1,)).expand(4, 1)
-    with pytest.raises(ValueError, match=r"Bounded.expand: the new shape \(4, 2\) must end with the spec's shape "
-                                         r"\(3,\).*expand\(\*batch, \*spec.shape\)"):
+    with pytest.raises(ValueError, match=r"The last 1 of the expanded shape torch.Size\(\[4, 2\]\) must match the "
+                                         r"shape of the BoundedContinuous spec in expand\(\)."):
         Bounded(-1.0, 1.0, shape=(3,)).expand(4, 2)
-    with pytest.raises(NotImplementedError, match="reap's specs take no action mask"):
-        OneHot(3).update_mask(torch.tensor([True, False, True]))
+    masked, their_masked = OneHot(3), torchrl_data.OneHot(3)
+    for spec in (masked, their_masked):
+        spec.update_mask(torch.tensor([True, False, True]))
+    torch.manual_seed(0)
+    draws = masked.rand((50,))
+    torch.manual_seed(0)
+    assert torch.equal(draws, their_masked.rand((50,))) and not draws[:, 1].any()
+    assert masked == their_masked and masked.is_in(draws)

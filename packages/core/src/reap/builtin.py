@@ -9,6 +9,14 @@ _TRANSFORMS = (
     "RenameTransform", "RewardClipping", "RewardScaling", "SelectTransform", "UnsqueezeTransform",
 )
 _SPECS = ("Binary", "Bounded", "Categorical", "Composite", "OneHot", "Unbounded")
+#: Names importable from their own module, not from ``reap`` itself.
+_SPEC_CLASSES = (
+    "BoundedContinuous", "MultiCategorical", "MultiOneHot", "Stacked", "StackedComposite", "TensorSpec",
+    "UnboundedContinuous", "UnboundedDiscrete",
+)
+_SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")
+_ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
+_HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS}}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
@@ -21,7 +29,7 @@ MODULES = {
         "ClipTransform", "Compose", "DoubleToFloat", "EnvBase", "ExplorationType", "GymEnv",
         "InitTracker", "ObservationNorm", "RewardSum", "SerialEnv", "StepCounter",
         "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", "set_exploration_type",
-        *_TRANSFORMS, "EnvCreator", "check_env_specs", "exploration_type", "step_mdp",
+        *_TRANSFORMS, "EnvCreator", "check_env_specs", "exploration_type", "step_mdp", *_ENV_HELPERS,
     ),
     "reap.envs.transforms": (
         "ClipTransform", "Compose", "DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum",
@@ -29,10 +37,10 @@ MODULES = {
     ),
     "reap.envs.utils": (
         "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "set_exploration_type",
-        "step_mdp",
+        "step_mdp", *_ENV_HELPERS,
     ),
-    "reap.data": (*_SPECS, "MultiStep"),
-    "reap.data.tensor_specs": _SPECS,
+    "reap.data": (*_SPECS, *_SPEC_CLASSES, "MultiStep"),
+    "reap.data.tensor_specs": (*_SPECS, *_SPEC_CLASSES, *_SPEC_BOXES),
     "reap.data.postprocs": ("MultiStep",),
     "reap.envs.libs.gym": ("GymEnv",),
     "reap.weight_update": ("VanillaWeightUpdater", "WeightUpdaterBase"),
@@ -56,7 +64,9 @@ def reap_register_collector_backends(register):
 
 @hookimpl
 def reap_register_exports(register):
-    """Core's names under the TorchRL paths of :data:`MODULES` (``reap`` itself imports them)."""
+    """Core's names under the TorchRL paths of :data:`MODULES` (importable from ``reap``, or from their
+    module for those of :data:`_HOMES`)."""
     names = sorted({name for names in MODULES.values() for name in names})
     for name in names:
-        register(name, f"reap:{name}", modules=tuple(m for m, ns in MODULES.items() if name in ns))
+        target = f"{_HOMES.get(name, 'reap')}:{name}"
+        register(name, target, modules=tuple(m for m, ns in MODULES.items() if name in ns))

@@ -19,8 +19,12 @@ import sys
 import warnings
 
 _TARGET = "torchrl.data"
-_CLASSES = ("TensorSpec", "Unbounded", "Bounded", "Categorical", "OneHot", "Binary", "Composite")
-_ACTION_SPACES = ("Categorical", "OneHot", "Binary")
+_CLASSES = (
+    "TensorSpec", "Unbounded", "UnboundedContinuous", "UnboundedDiscrete", "Bounded", "BoundedContinuous",
+    "BoundedDiscrete", "Categorical", "OneHot", "Binary", "MultiOneHot", "MultiCategorical", "Composite",
+    "Stacked", "StackedComposite",
+)
+_ACTION_SPACES = ("Categorical", "OneHot", "Binary", "MultiOneHot", "MultiCategorical")
 
 
 def register() -> None:

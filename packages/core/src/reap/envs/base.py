@@ -1,15 +1,19 @@
 """``EnvBase``: the environment protocol collectors drive.
 
-An environment exposes specs and two ways to be stepped:
+An environment exposes TorchRL's specs (:mod:`reap.envs.env_specs`) and two ways to be stepped:
 
-* the TorchRL-style TensorDict API (``reset``, ``step``, ``rand_action``, ``rollout``), for
-  users, tests and custom envs written the TorchRL way (override ``_reset`` and ``_step``);
+* the TorchRL-style TensorDict API (``reset``, ``step``, ``step_and_maybe_reset``,
+  ``rand_action``, ``rollout``). A custom env written the TorchRL way overrides ``_reset`` and
+  ``_step``, and these methods run them as TorchRL's ``EnvBase`` does (done flags completed,
+  partial resets merged, nested keys, several actions or rewards);
 * the array API the collectors use on the hot path: ``_reset_into(root, t, mask)`` and
   ``_step_into(action, t, root, nxt)`` write one step into preallocated, time-major arrays
   (``root[key][t]``, ``nxt[key][t]``), so a step allocates no tensor and builds no TensorDict.
+  Envs that implement it (``GymEnv``, ``SerialEnv``, ``TransformedEnv``) serve the TensorDict
+  API through it; for a TorchRL-style env it wraps ``_reset`` and ``_step``.
 
-Flat string keys name the arrays: observation keys and ``"action"`` on the root side,
-observation keys, ``"reward"``, ``"done"``, ``"terminated"`` and ``"truncated"`` on the next side.
+The array keys are the leaf keys of the specs (a tuple for a nested one): the observations and
+the actions on the root side; the observations, rewards and done flags on the next side.
 ``state_keys`` are copied from ``nxt[t]`` to ``root[t + 1]`` between steps.
 
 Examples:
@@ -29,9 +33,13 @@ Examples:
     ...         self.count += td["action"]
     ...         return TensorDict(observation=self.count.clone(), reward=torch.ones(1),
     ...                           done=torch.zeros(1, dtype=torch.bool))
+    ...     def _set_seed(self, seed):
+    ...         torch.manual_seed(seed)
     >>> env = Counter()
     >>> env.rollout(5)["next", "reward"].shape
     torch.Size([5, 1])
+    >>> env.done_keys
+    ['done', 'terminated', 'truncated']
 """
 
 from __future__ import annotations
@@ -40,9 +48,12 @@ import numpy as np
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
-from reap.specs import Binary, Composite, TensorSpec, Unbounded
+from reap.envs.done import any_done, complete_done, replace_last, update_during_reset
+from reap.envs.env_specs import FLAG_KEYS, EnvSpecs
+from reap.specs import Composite, TensorSpec
+from reap.specs.base import _ordinal
 
-FLAG_KEYS = ("done", "terminated", "truncated")
+__all__ = ["FLAG_KEYS", "HIDDEN_PREFIX", "EnvBase", "is_hidden"]
 
 #: Prefix of the array keys that transforms keep out of sight (an excluded or replaced entry).
 HIDDEN_PREFIX = "_hidden:"
@@ -53,11 +64,24 @@ def is_hidden(key) -> bool:
     return isinstance(key, str) and key.startswith(HIDDEN_PREFIX)
 
 
-class EnvBase:
-    """Base class of reap environments (see the module docstring for the protocol)."""
+class _EnvMeta(type):
+    """Locks the specs once the env is built, as TorchRL's ``EnvBase`` (``spec_locked=False``: not)."""
 
-    action_key = "action"
-    reward_key = "reward"
+    def __call__(cls, *args, **kwargs):
+        spec_locked = kwargs.pop("spec_locked", True)
+        env = super().__call__(*args, **kwargs)
+        env._check_key_collisions()
+        env.set_spec_lock_(bool(spec_locked))
+        return env
+
+
+class EnvBase(EnvSpecs, metaclass=_EnvMeta):
+    """Base class of reap environments (see the module docstring for the protocol).
+
+    Not an ``nn.Module`` (TorchRL's is): an attribute write on a module costs about a
+    microsecond, and envs write some on every step; ``register_buffer`` is here for the envs
+    that keep tensors so.
+    """
 
     def __new__(cls, *args, _batch_locked: bool = True, _inplace_update: bool = False, **kwargs):
         # TorchRL's signature, so that a subclass's ``__new__`` may pass its arguments on
@@ -65,306 +89,105 @@ class EnvBase:
             raise ValueError(f"{cls.__name__}: reap envs are batch-locked; _batch_locked=False is not supported")
         return super().__new__(cls)
 
-    def __init__(self, *, batch_size=(), device="cpu", allow_done_after_reset: bool = False,
-                 spec_locked: bool = True, run_type_checks: bool = False):
-        # TorchRL's keywords: reap's specs are never locked, and its resets never report done
+    def __init__(self, *, device=None, batch_size=None, run_type_checks: bool = False,
+                 allow_done_after_reset: bool = False, spec_locked: bool = True, auto_reset: bool = False):
+        # spec_locked: read at construction (see _EnvMeta), as TorchRL does
         if run_type_checks:
             raise ValueError(f"{type(self).__name__}: run_type_checks=True is not supported; check the env "
                              "once with reap.envs.utils.check_env_specs(env)")
+        if auto_reset:
+            raise ValueError(f"{type(self).__name__}: auto_reset=True is not supported; reap's rollout() and "
+                             "collectors reset done envs themselves (leave auto_reset out)")
         self.allow_done_after_reset = allow_done_after_reset
-        self.batch_size = torch.Size(() if batch_size is None else batch_size)
-        self.device = torch.device("cpu" if device is None else device)
-        self._observation_spec = Composite(shape=self.batch_size)
-        self._action_spec: TensorSpec | None = None
-        self._reward_spec: TensorSpec = Unbounded(shape=(*self.batch_size, 1))
-        self._done_spec = Composite(
-            {key: Binary(shape=(*self.batch_size, 1)) for key in FLAG_KEYS}, shape=self.batch_size
-        )
-        self._state_spec = Composite(shape=self.batch_size)
+        self.__dict__["_batch_size"] = torch.Size(() if batch_size is None else batch_size)
+        self.__dict__["_device"] = _ordinal(device)
+        self._init_specs(self.batch_size, device)
         self.is_closed = False
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(batch_size={self.batch_size}, device={self.device})"
-
-    # ---- specs -----------------------------------------------------------------------------
-    # Set them as in TorchRL (``self.action_spec = Bounded(...)``, a leaf or a Composite, or
-    # ``self.action_spec_unbatched = ...``); the getters give the leaf of the single action and
-    # reward entries and Composites of the observations, done flags and state.
-    def _spec_in_batch(self, name: str, spec):
-        if "batch_size" not in self.__dict__:
-            raise RuntimeError(
-                f"{type(self).__name__}: call super().__init__(batch_size=..., device=...) before "
-                f"setting {name}"
-            )
-        if not isinstance(spec, TensorSpec | Composite):
-            hint = " (import specs from reap.data, not torchrl.data)" if "torchrl" in type(spec).__module__ else ""
-            raise TypeError(f"{name} must be a reap spec{hint}, got {type(spec).__name__}")
-        batch = self.batch_size
-        if spec.shape[: len(batch)] != batch:
-            raise ValueError(
-                f"{name}: the spec's shape {tuple(spec.shape)} must start with the env's batch_size "
-                f"{tuple(batch)}; set {name.removeprefix('full_')}_unbatched to give it without them"
-            )
-        return spec
-
-    def _single_entry(self, name: str, spec, key: str):
-        """The leaf of a Composite holding only ``key`` (reap envs have one action and one reward)."""
-        self._spec_in_batch(name, spec)
-        if not isinstance(spec, Composite):
-            return spec
-        if list(spec.keys()) != [key]:
-            raise ValueError(
-                f"{name}: reap envs have a single {key!r} entry, got a Composite of {list(spec.keys())}"
-            )
-        return self._spec_in_batch(name, spec[key])
+        return f"{type(self).__name__}()"
 
     @property
-    def observation_spec(self) -> Composite:
-        return self._observation_spec
+    def device(self) -> torch.device:
+        return self.__dict__.get("_device")
 
-    @observation_spec.setter
-    def observation_spec(self, value) -> None:
-        if isinstance(value, TensorSpec):  # TorchRL's rule: a leaf is the "observation" entry
-            value = Composite(observation=value, shape=self.batch_size)
-        self._observation_spec = self._spec_in_batch("observation_spec", value)
-
-    @property
-    def action_spec(self) -> TensorSpec | None:
-        return self._action_spec
-
-    @action_spec.setter
-    def action_spec(self, value) -> None:
-        self._action_spec = self._single_entry("action_spec", value, self.action_key)
+    @device.setter
+    def device(self, value) -> None:
+        if self.__dict__.get("_device") is not None:
+            raise RuntimeError("device cannot be set. Call env.to(device) instead.")
+        self.__dict__["_device"] = _ordinal(value)
 
     @property
-    def reward_spec(self) -> TensorSpec:
-        return self._reward_spec
+    def run_type_checks(self) -> bool:
+        return False
 
-    @reward_spec.setter
-    def reward_spec(self, value) -> None:
-        value = self._single_entry("reward_spec", value, self.reward_key)
-        if not value.shape:
-            raise ValueError("reward_spec: the shape cannot be empty; give it a trailing dim of 1, "
-                             "e.g. Unbounded(shape=(1,))")
-        self._reward_spec = value
+    def to(self, device):
+        """``self`` on the CPU; reap envs step on the CPU (move batches with ``storing_device``)."""
+        if _ordinal(device) != torch.device("cpu"):
+            raise ValueError(f"{type(self).__name__}.to({device!r}): reap envs step on the CPU; move the data "
+                             "instead (a collector's storing_device, or td.to(device))")
+        return self
 
-    @property
-    def done_spec(self) -> Composite:
-        return self._done_spec
+    def register_buffer(self, name: str, tensor: torch.Tensor | None, persistent: bool = True) -> None:
+        """Keep ``tensor`` as attribute ``name`` (in ``state_dict`` when ``persistent``), as a module's buffer."""
+        setattr(self, name, tensor)
+        buffers = self.__dict__.setdefault("_reap_buffers", {})
+        buffers[name] = persistent
 
-    @done_spec.setter
-    def done_spec(self, value) -> None:
-        """A leaf is the spec of every flag; a Composite needs ``"done"`` and may hold
-        ``"terminated"`` and ``"truncated"``, which are copies of ``"done"`` when missing (reap's
-        batches always carry the three flags)."""
-        self._spec_in_batch("done_spec", value)
-        flags = dict(value.items()) if isinstance(value, Composite) else {"done": value}
-        if "done" not in flags or not set(flags) <= set(FLAG_KEYS):
-            raise ValueError(f"done_spec: reap's done flags are {FLAG_KEYS} with 'done' among them, "
-                             f"got {sorted(flags)}")
-        shape = (*self.batch_size, 1)
-        for key, spec in flags.items():
-            if not isinstance(spec, TensorSpec) or spec.shape != shape or spec.dtype != torch.bool:
-                raise ValueError(f"done_spec: the {key!r} flag must be a torch.bool spec of shape {shape} "
-                                 f"(the env's batch_size and 1), got {spec!r}")
-        self._done_spec = Composite({k: flags.get(k, flags["done"]).clone() for k in FLAG_KEYS},
-                                    shape=self.batch_size)
-
-    @property
-    def state_spec(self) -> Composite:
-        """Inputs of ``_step`` other than the action: observations carried from step to step."""
-        return self._state_spec
-
-    @state_spec.setter
-    def state_spec(self, value) -> None:
-        if value is None:
-            value = Composite(shape=self.batch_size)
-        if not isinstance(value, Composite):
-            raise TypeError(f"state_spec must be a Composite, got {type(value).__name__}")
-        missing = [key for key in value.keys() if key not in self.observation_spec.keys()]
-        if missing:
-            raise ValueError(
-                f"state_spec: {missing} are not in observation_spec; reap carries an env's state from "
-                "step to step in its observations, so set observation_spec first, with these keys"
-            )
-        self._state_spec = self._spec_in_batch("state_spec", value)
-
-    # TorchRL's views of the same specs: full_* are Composites keyed like the TensorDicts,
-    # *_unbatched drop the env's batch dims (what a policy for one env sees).
-    @property
-    def full_action_spec(self) -> Composite:
-        return Composite({self.action_key: self.action_spec}, shape=self.batch_size)
-
-    @full_action_spec.setter
-    def full_action_spec(self, value) -> None:
-        self.action_spec = value
-
-    @property
-    def full_observation_spec(self) -> Composite:
-        return self.observation_spec
-
-    @full_observation_spec.setter
-    def full_observation_spec(self, value) -> None:
-        self.observation_spec = value
-
-    @property
-    def full_reward_spec(self) -> Composite:
-        return Composite({self.reward_key: self.reward_spec}, shape=self.batch_size)
-
-    @full_reward_spec.setter
-    def full_reward_spec(self, value) -> None:
-        self.reward_spec = value
-
-    @property
-    def full_done_spec(self) -> Composite:
-        return self.done_spec
-
-    @full_done_spec.setter
-    def full_done_spec(self, value) -> None:
-        self.done_spec = value
-
-    @property
-    def full_state_spec(self) -> Composite:
-        return self.state_spec
-
-    @full_state_spec.setter
-    def full_state_spec(self, value) -> None:
-        self.state_spec = value
-
-    @property
-    def input_spec(self) -> Composite:
-        return Composite(full_action_spec=self.full_action_spec, full_state_spec=self.full_state_spec,
-                         shape=self.batch_size)
-
-    @property
-    def output_spec(self) -> Composite:
-        return Composite(full_observation_spec=self.full_observation_spec,
-                         full_reward_spec=self.full_reward_spec, full_done_spec=self.full_done_spec,
-                         shape=self.batch_size)
-
-    def _batched(self, spec):
-        return spec.expand(*self.batch_size, *spec.shape)
-
-    @property
-    def action_spec_unbatched(self) -> TensorSpec:
-        return self.action_spec.unbatch(len(self.batch_size))
-
-    @action_spec_unbatched.setter
-    def action_spec_unbatched(self, value) -> None:
-        self.action_spec = self._batched(value)
-
-    @property
-    def full_action_spec_unbatched(self) -> Composite:
-        return self.full_action_spec.unbatch(len(self.batch_size))
-
-    full_action_spec_unbatched = full_action_spec_unbatched.setter(action_spec_unbatched.fset)
-
-    @property
-    def observation_spec_unbatched(self) -> Composite:
-        return self.observation_spec.unbatch(len(self.batch_size))
-
-    @observation_spec_unbatched.setter
-    def observation_spec_unbatched(self, value) -> None:
-        self.observation_spec = self._batched(value)
-
-    full_observation_spec_unbatched = observation_spec_unbatched
-
-    @property
-    def reward_spec_unbatched(self) -> TensorSpec:
-        return self.reward_spec.unbatch(len(self.batch_size))
-
-    @reward_spec_unbatched.setter
-    def reward_spec_unbatched(self, value) -> None:
-        self.reward_spec = self._batched(value)
-
-    @property
-    def full_reward_spec_unbatched(self) -> Composite:
-        return self.full_reward_spec.unbatch(len(self.batch_size))
-
-    full_reward_spec_unbatched = full_reward_spec_unbatched.setter(reward_spec_unbatched.fset)
-
-    @property
-    def done_spec_unbatched(self) -> Composite:
-        return self.done_spec.unbatch(len(self.batch_size))
-
-    @done_spec_unbatched.setter
-    def done_spec_unbatched(self, value) -> None:
-        self.done_spec = self._batched(value)
-
-    full_done_spec_unbatched = done_spec_unbatched
-
-    @property
-    def action_keys(self) -> list:
-        return [self.action_key]
-
-    @property
-    def reward_keys(self) -> list:
-        return [self.reward_key]
-
-    @property
-    def done_keys(self) -> list:
-        return list(self.done_spec.keys())
-
-    @property
-    def done_key(self):
-        return "done"
-
-    def root_specs(self) -> dict[str, TensorSpec]:
-        """Leaf specs of the root-side arrays, by flat key."""
-        specs = dict(self.observation_spec.items())
-        specs.update(self.done_spec.items())
-        specs[self.action_key] = self.action_spec
+    # ---- the array layout ------------------------------------------------------------------
+    def root_specs(self) -> dict:
+        """Leaf specs of the root-side arrays (observations, done flags, actions), by leaf key."""
+        specs = _leaves(self.observation_spec)
+        specs.update(_leaves(self.done_spec))
+        specs.update(_leaves(self.full_action_spec))
         return specs
 
-    def next_specs(self) -> dict[str, TensorSpec]:
-        """Leaf specs of the next-side arrays, by flat key."""
-        specs = dict(self.observation_spec.items())
-        specs["reward"] = self.reward_spec
-        specs.update(self.done_spec.items())
+    def next_specs(self) -> dict:
+        """Leaf specs of the next-side arrays (observations, rewards, done flags), by leaf key."""
+        specs = _leaves(self.observation_spec)
+        specs.update(_leaves(self.full_reward_spec))
+        specs.update(_leaves(self.done_spec))
         return specs
 
     @property
-    def state_keys(self) -> tuple[str, ...]:
-        """Keys carried from ``next`` at step t to the root of step t + 1."""
-        return tuple(self.observation_spec.keys())
+    def state_keys(self) -> tuple:
+        """Keys carried from ``next`` at step t to the root of step t + 1 (reap's array API; TorchRL's
+        ``state_keys`` are the keys of ``state_spec``)."""
+        return self._cached("_carried", lambda: tuple(_leaves(self.observation_spec)))
 
     @property
-    def passthrough_keys(self) -> tuple[str, ...]:
+    def passthrough_keys(self) -> tuple:
         """Carried keys whose ``"next"`` value is the root's, unless the policy writes it."""
         return ()
 
     @property
-    def numel(self) -> int:
-        return self.batch_size.numel()
+    def _torchrl_style(self) -> bool:
+        """An env written the TorchRL way (``_reset``/``_step``, no array API)."""
+        return type(self)._step_into is EnvBase._step_into
 
     # ---- array API (hot path) -------------------------------------------------------------
     def _reset_into(self, root: dict, t: int, mask: np.ndarray | None) -> None:
         """Reset the envs selected by ``mask`` (all when None), writing ``root[key][t]``."""
-        td = TensorDict(batch_size=self.batch_size)
+        td = None
         if mask is not None and self.batch_size:
-            td["_reset"] = torch.as_tensor(mask).reshape(*self.batch_size, 1)
-        out = self._reset(td)
-        for key in self.observation_spec.keys():
-            _write(root[key], t, out[key], mask)
+            td = TensorDict({"_reset": torch.as_tensor(mask).reshape(*self.batch_size, 1)}, batch_size=self.batch_size)
+        out = complete_done(self.full_done_spec, self._reset(td))
+        for key in self._written_on_reset():
+            value = out.get(key, None)
+            if value is not None:
+                _write(root[key], t, value, mask)
+
+    def _written_on_reset(self) -> tuple:
+        return self._cached("_on_reset", lambda: (*self.state_keys, *_leaves(self.done_spec)))
 
     def _step_into(self, action, t: int, root: dict, nxt: dict) -> None:
-        """Step every env with ``action`` and write ``nxt[key][t]``."""
+        """Step every env with the actions of ``root[...][t]`` and write ``nxt[key][t]``."""
         td = TensorDict(batch_size=self.batch_size)
-        for key in self.observation_spec.keys():
-            td[key] = torch.as_tensor(root[key][t])  # a NumPy scalar for a scalar entry
-        td[self.action_key] = torch.as_tensor(action)
-        out = self._step(td)
-        for key in self.observation_spec.keys():
-            nxt[key][t] = out[key].numpy(force=True)
-        nxt["reward"][t] = out["reward"].numpy(force=True)
-        done = out["done"].numpy(force=True)
-        terminated = out.get("terminated", None)
-        terminated = done if terminated is None else terminated.numpy(force=True)
-        truncated = out.get("truncated", None)
-        truncated = np.zeros_like(done) if truncated is None else truncated.numpy(force=True)
-        nxt["terminated"][t] = terminated
-        nxt["truncated"][t] = truncated
-        nxt["done"][t] = done | terminated | truncated
+        for key in (*self.state_keys, *self.action_keys):
+            td.set(key, torch.as_tensor(root[key][t]))  # a NumPy scalar for a scalar entry
+        out = self._step_proc_data(self._step(td))
+        for key in self._cached("_on_step", lambda: tuple(self.next_specs())):
+            nxt[key][t] = out.get(key).numpy(force=True)
 
     def _partial_step_into(self, action, t: int, root: dict, nxt: dict, mask: np.ndarray) -> None:
         """Step the envs selected by ``mask`` (batch-shaped, some False) and write ``nxt[key][t]``.
@@ -378,32 +201,44 @@ class EnvBase:
         self._step_into(action, t, root, nxt)
 
     # ---- TorchRL-style hooks for custom envs --------------------------------------------
-    def _reset(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement either _reset/_step (TensorDict API) "
-            "or _reset_into/_step_into (array API)"
-        )
+    def _reset(self, tensordict: TensorDictBase | None) -> TensorDictBase:
+        raise NotImplementedError(f"{type(self).__name__} must implement either _reset/_step (TensorDict API) "
+                                  "or _reset_into/_step_into (array API)")
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement either _reset/_step (TensorDict API) "
-            "or _reset_into/_step_into (array API)"
-        )
+        raise NotImplementedError(f"{type(self).__name__} must implement either _reset/_step (TensorDict API) "
+                                  "or _reset_into/_step_into (array API)")
 
     def _set_seed(self, seed: int | None) -> None:
         torch.manual_seed(seed if seed is not None else torch.seed())
 
+    def _step_proc_data(self, out: TensorDictBase) -> TensorDictBase:
+        """An env's step output with its rewards in the spec's shape and every done flag."""
+        lead = out.batch_size[: out.batch_dims - self.batch_dims] if self.batch_dims else out.batch_size
+        for key in self.reward_keys:
+            shape = (*lead, *self.full_reward_spec[key].shape)
+            reward = out.get(key)
+            if all(s > 0 for s in shape) and reward.shape != shape:
+                out.set(key, reward.view(shape))
+        return complete_done(self.full_done_spec, out)
+
     # ---- TensorDict API ------------------------------------------------------------------
+    def _assert_tensordict_shape(self, tensordict: TensorDictBase) -> None:
+        if tensordict.batch_size != self.batch_size:
+            raise RuntimeError(f"Expected a tensordict with shape==env.batch_size, got {tensordict.batch_size} and "
+                               f"{self.batch_size}")
+
     def allocate(self, steps: int) -> tuple[dict, dict, TensorDict, TensorDict]:
         """Arrays for ``steps`` steps: root has ``steps + 1`` rows (the last one carries over).
 
         Returns ``(root, nxt, root_td, next_td)``: dicts of numpy views and the TensorDicts
         (time-major, ``[steps + 1, *batch]`` and ``[steps, *batch]``) that own the memory.
         """
-        root_td = _zeros(self.root_specs(), steps + 1, self.batch_size)
-        next_td = _zeros(self.next_specs(), steps, self.batch_size)
-        root = {key: value.numpy() for key, value in root_td.items()}
-        nxt = {key: value.numpy() for key, value in next_td.items()}
+        root_specs, next_specs = self.root_specs(), self.next_specs()
+        root_td = _zeros(root_specs, steps + 1, self.batch_size)
+        next_td = _zeros(next_specs, steps, self.batch_size)
+        root = {key: root_td.get(key).numpy() for key in root_specs}
+        nxt = {key: next_td.get(key).numpy() for key in next_specs}
         return root, nxt, root_td, next_td
 
     def _visible(self, td: TensorDictBase) -> TensorDictBase:
@@ -420,62 +255,142 @@ class EnvBase:
             if key in root:
                 root[key][0] = value
 
-    def reset(self, tensordict: TensorDictBase | None = None) -> TensorDict:
-        """Reset the envs (those whose ``"_reset"`` entry is True) and return the root."""
+    def reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        """Reset the envs (those whose ``_reset`` entries are True) and return the root.
+
+        With ``tensordict``, TorchRL's rule: it is updated in place with the reset envs' data
+        (all of them without ``_reset`` entries) and returned. ``select_reset_only=True`` hands
+        ``_reset`` only the ``_reset`` entries.
+        """
+        if tensordict is not None:
+            self._assert_tensordict_shape(tensordict)
+        select_reset_only = kwargs.pop("select_reset_only", False)
+        if kwargs.pop("set_state", None):
+            raise NotImplementedError(f"{type(self).__name__} does not support deterministic resets via "
+                                      "set_state=True: its `_reset` cannot honor a state passed through the reset "
+                                      "tensordict.")
+        if self._torchrl_style:
+            given = tensordict.select(*self.reset_keys, strict=False) if (
+                select_reset_only and tensordict is not None) else tensordict
+            out = self._reset(given, **kwargs)
+            if out is tensordict and out is not None:
+                raise RuntimeError("EnvBase._reset should return outplace changes to the input tensordict. Consider "
+                                   "emptying the TensorDict first (e.g. tensordict.empty()) inside _reset before "
+                                   "writing new tensors onto this new instance.")
+            if not isinstance(out, TensorDictBase):
+                raise RuntimeError(f"env._reset returned an object of type {type(out)} but a TensorDict was "
+                                   "expected.")
+        else:
+            out = self._reset_arrays(tensordict)
+        complete_done(self.full_done_spec, out)
+        self._reset_check_done(tensordict, out)
+        return out if tensordict is None else update_during_reset(out, tensordict, self.reset_keys)
+
+    def _reset_arrays(self, tensordict) -> TensorDictBase:
         mask = None
         if tensordict is not None and "_reset" in tensordict.keys():
             mask = tensordict["_reset"].reshape(self.batch_size).numpy(force=True)
         root, _, root_td, _ = self.allocate(1)
-        if tensordict is not None and mask is not None:
+        if mask is not None:
             self._restore_hidden(root)
             for key in self.state_keys:
-                if key in tensordict.keys():
-                    root[key][0] = tensordict[key].numpy(force=True)
+                value = tensordict.get(key, None)
+                if value is not None:
+                    root[key][0] = value.numpy(force=True)
         self._reset_into(root, 0, mask)
         self._stash_hidden(root, None)
-        out = self._visible(root_td[0].exclude(self.action_key))
-        self._last_root = out
-        return out.clone()
+        return self._visible(root_td[0].exclude(*self.action_keys)).clone()
+
+    def _reset_check_done(self, tensordict, out) -> None:
+        """TorchRL's check: a reset env may not be done (unless ``allow_done_after_reset``)."""
+        for reset_key, group in zip(self.reset_keys, self.done_keys_groups):
+            mask = tensordict.get(reset_key, None) if tensordict is not None else None
+            for done_key in group:
+                done = out.get(done_key)
+                if mask is not None:
+                    if done.any() and done[mask].any() and not self.allow_done_after_reset:
+                        raise RuntimeError(f"Env done entry '{done_key}' was (partially) True after reset on "
+                                           "specified '_reset' dimensions. This is not allowed.")
+                elif not self.allow_done_after_reset and done.any():
+                    raise RuntimeError(f"The done entry '{done_key}' was (partially) True after a call to reset() "
+                                       f"in env {self}.")
 
     def step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Step with ``tensordict[action_key]``; writes and returns ``tensordict["next"]``.
+        """Step with the actions of ``tensordict``; writes and returns ``tensordict["next"]``.
 
-        A boolean ``"_step"`` entry (batch-shaped, as in TorchRL's partial steps) steps only the
-        envs where it is True: the ``"next"`` entries of the others are zeros (all of them
-        skipped: their root observations and flags, a zero reward).
+        A boolean ``"_step"`` entry (batch-shaped, as in TorchRL's partial steps) marks the envs
+        to step: a TorchRL-style ``_step`` receives it; an env of the array API steps those
+        envs only where it can (``SerialEnv``), and the ``"next"`` entries of the others are
+        zeros (all of them skipped: their root values, a zero reward).
         """
-        if self.action_key not in tensordict.keys():
-            raise KeyError(f"step: the input has no {self.action_key!r} entry (the action)")
+        self._assert_tensordict_shape(tensordict)
+        if self._torchrl_style:
+            return self._step_torchrl(tensordict)
+        missing = [key for key in self.action_keys if key not in tensordict.keys(True)]
+        if missing:
+            raise KeyError(f"step: the input has no {missing[0]!r} entry (the action)")
         root, nxt, root_td, next_td = self.allocate(1)
         self._restore_hidden(root)
         passthrough = self.passthrough_keys
         for key in self.state_keys:
-            if key in tensordict.keys():
-                root[key][0] = tensordict[key].numpy(force=True)
-            if ("next", key) in tensordict.keys(True):  # written by the policy, e.g. a recurrent state
-                nxt[key][0] = tensordict["next", key].numpy(force=True)
+            value = tensordict.get(key, None)
+            if value is not None:
+                root[key][0] = value.numpy(force=True)
+            preset = tensordict.get(("next", key) if isinstance(key, str) else ("next", *key), None)
+            if preset is not None:  # written by the policy, e.g. a recurrent state
+                nxt[key][0] = preset.numpy(force=True)
             elif key in passthrough:
                 nxt[key][0] = root[key][0]
-        action = tensordict[self.action_key]
-        if action.shape != self.action_spec.shape:  # NumPy would broadcast it, e.g. an index into a one-hot
-            raise ValueError(f"step: the action has shape {tuple(action.shape)} but action_spec is "
-                             f"{self.action_spec!r}")
-        root[self.action_key][0] = action.numpy(force=True)
+        for key in self.action_keys:
+            action = tensordict.get(key)
+            spec = self.full_action_spec[key]
+            if action.shape != spec.shape:  # NumPy would broadcast it, e.g. an index into a one-hot
+                raise ValueError(f"step: the action has shape {tuple(action.shape)} but action_spec is {spec!r}")
+            root[key][0] = action.numpy(force=True)
         partial = tensordict.get("_step", None)
         mask = None if partial is None else partial.reshape(self.batch_size).numpy(force=True)
+        action = root[self.action_key][0] if len(self.action_keys) == 1 else None
         if mask is None or mask.all():
-            self._step_into(root[self.action_key][0], 0, root, nxt)
+            self._step_into(action, 0, root, nxt)
         else:
-            self._skip_envs(root, nxt, mask)
+            self._skip_envs(action, root, nxt, mask)
         self._stash_hidden(root, nxt)
         tensordict.set("next", self._visible(next_td[0]).clone())
         return tensordict
 
-    def _skip_envs(self, root: dict, nxt: dict, mask: np.ndarray) -> None:
+    def _step_torchrl(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """TorchRL's ``EnvBase.step`` for an env that implements ``_step``."""
+        partial = tensordict.pop("_step", None)
+        out = None
+        if partial is not None:
+            if not partial.any():
+                out = self._skip_tensordict(tensordict)
+            else:
+                tensordict.set("_step", partial)
+        preset = tensordict.get("next", None)
+        if out is None:
+            out = self._step_proc_data(self._step(tensordict))
+        if preset is not None:
+            out.update(preset.exclude(*out.keys(True, True)))
+        tensordict.set("next", out)
+        return tensordict
+
+    def _skip_tensordict(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """The ``"next"`` of envs not stepped: the root's values, zeros for what the root lacks."""
+        out = self.full_done_spec.zero()
+        out.update(self.full_observation_spec.zero())
+        out.update(self.full_reward_spec.zero())
+        for key in list(out.keys(True, True)):
+            value = tensordict.get(key, None)
+            if value is not None:
+                out.set(key, value.clone())
+        return out
+
+    def _skip_envs(self, action, root: dict, nxt: dict, mask: np.ndarray) -> None:
         """One step of the envs selected by ``mask``; the others' next rows as TorchRL fills them."""
         idle = ~mask
         if mask.any():
-            self._partial_step_into(root[self.action_key][0], 0, root, nxt, mask)
+            self._partial_step_into(action, 0, root, nxt, mask)
             for key, value in nxt.items():
                 if is_hidden(key) and key in root:  # internal state stays the root's
                     value[0][idle] = root[key][0][idle]
@@ -485,166 +400,197 @@ class EnvBase:
         for key, value in nxt.items():  # nothing stepped: the root carries over
             value[0] = root[key][0] if key in root else 0
 
-    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
-        """Write a random action drawn from ``action_spec`` into ``tensordict``."""
-        if tensordict is None:
-            tensordict = TensorDict(batch_size=self.batch_size)
-        tensordict[self.action_key] = self.action_spec.rand()
+    def step_mdp(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """The root of the next step (TorchRL's env ``step_mdp``): the root's entries but the
+        rewards, done flags and ``_reset``, then the carried entries and done flags of ``"next"``;
+        the actions are kept."""
+        nxt = next_tensordict.get("next")
+        carried = self.state_keys
+        dropped = ["next", *self.done_keys, *(replace_last(k, "_reset") for k in self.done_keys),
+                   *(k for k in self.reward_keys if k not in carried)]
+        out = next_tensordict.exclude(*dropped)
+        for key in (*carried, *self.done_keys):
+            if not is_hidden(key):
+                value = nxt.get(key, None)
+                if value is not None:
+                    out.set(key, value)
+        return out
+
+    def any_done(self, tensordict: TensorDictBase) -> bool:
+        """Whether an env of ``tensordict`` is done; its ``_reset`` entries then say which."""
+        return any_done(tensordict, self.full_done_spec, key="_reset")
+
+    def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``tensordict`` with its done envs reset (the others kept), as TorchRL's ``maybe_reset``."""
+        if self.any_done(tensordict):
+            tensordict = self.reset(tensordict, select_reset_only=True)
         return tensordict
 
+    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+        """``(stepped, next_root)``: ``step(tensordict)``, and the root of the next step, its done
+        envs reset."""
+        tensordict = self.step(tensordict)
+        return tensordict, self.maybe_reset(self.step_mdp(tensordict))
+
+    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Actions drawn from ``full_action_spec`` (written into ``tensordict`` when given)."""
+        actions = self.full_action_spec.rand()
+        return actions if tensordict is None else tensordict.update(actions)
+
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
-        """One step under a random action (from the last reset when ``tensordict`` is None)."""
-        if tensordict is None:
-            tensordict = getattr(self, "_last_root", None)
-            tensordict = self.reset() if tensordict is None else tensordict.clone()
+        """One step under random actions."""
         return self.step(self.rand_action(tensordict))
+
+    def all_actions(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Every action of a discrete action spec (TorchRL's ``all_actions``)."""
+        if tensordict is not None:
+            self.reset(tensordict)
+        return self.full_action_spec.enumerate()
+
+    def cardinality(self, tensordict: TensorDictBase | None = None) -> int:
+        return self.full_action_spec.cardinality()
 
     def fake_tensordict(self) -> TensorDict:
         """A zeroed TensorDict shaped like one step (root entries and ``"next"``), from the specs."""
-        batch = self.batch_size
-        root = TensorDict({k: s.zero() for k, s in self.root_specs().items() if not is_hidden(k)},
-                          batch_size=batch)
-        nxt = TensorDict({k: s.zero() for k, s in self.next_specs().items() if not is_hidden(k)},
-                         batch_size=batch)
+        root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size)
+        nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size)
         root.set("next", nxt)
         return root
 
-    def rollout(self, max_steps: int, policy=None, callback=None, *, actions=None,
-                auto_reset: bool = True, auto_cast_to_device: bool = False,
-                break_when_any_done: bool | None = None, break_when_all_done: bool | None = None,
-                return_contiguous: bool | None = True, tensordict: TensorDictBase | None = None,
-                set_truncated: bool = False, out=None, trust_policy: bool = False,
-                storing_device=None):
-        """Run up to ``max_steps`` steps and stack them along the time dim (after the batch dims).
+    def add_truncated_keys(self):
+        """A ``truncated`` flag beside each done flag (reap's top-level group has one already)."""
+        done = self.full_done_spec.clone()
+        for key in self.done_keys:
+            done[replace_last(key, "truncated")] = done[key].clone()
+        self.done_spec = done
+        return self
 
-        Keyword arguments follow TorchRL's ``EnvBase.rollout``: ``break_when_any_done`` (default
-        True) stops after the first step where any env is done, otherwise done envs are reset and
-        the rollout goes on; ``break_when_all_done=True`` (then ``break_when_any_done`` defaults
-        to False) stops after the step where the last env is done: a done env is not reset, its
-        entries in the later steps repeat its last step, and the others step on (TorchRL's
-        partial steps; see ``_partial_step_into``); ``auto_reset=False`` starts from
+    def empty_cache(self) -> None:
+        self.__dict__["_keys_cache"] = {}
+
+    def check_env_specs(self, *args, **kwargs) -> None:
+        from reap.envs.utils import check_env_specs
+
+        check_env_specs(self, *args, **kwargs)
+
+    # ---- rollout -----------------------------------------------------------------------------
+    def rollout(self, max_steps: int, policy=None, callback=None, *, actions=None, auto_reset: bool = True,
+                auto_cast_to_device: bool = False, break_when_any_done: bool | None = None,
+                break_when_all_done: bool | None = None, return_contiguous: bool | None = False,
+                tensordict: TensorDictBase | None = None, set_truncated: bool = False, out=None,
+                trust_policy: bool = False, storing_device=None, set_state: bool | None = None):
+        """Run up to ``max_steps`` steps and stack them along a ``"time"`` dim after the batch dims.
+
+        TorchRL's keyword arguments: ``break_when_any_done`` (default True) stops after the first
+        step where any env is done, otherwise done envs are reset and the rollout goes on
+        (``callback(env, td)`` after each step); ``break_when_all_done=True`` (then
+        ``break_when_any_done`` defaults to False) stops after the step where the last env is
+        done: a done env is not stepped again (``"_step"``), its entries repeat its last step
+        (``callback(env, root)`` after each step); ``auto_reset=False`` starts from
         ``tensordict``, its done envs reset first; ``actions`` replays precomputed actions;
-        ``callback(env, td)`` runs after each step; ``set_truncated`` marks the last step of every
-        env truncated and done, wherever the rollout stopped; ``return_contiguous=False`` returns
-        a lazy stack.
+        ``set_truncated`` marks the last step truncated (and done); ``return_contiguous=True``
+        stacks densely (default: a lazy stack where the steps differ).
         """
         if not isinstance(max_steps, int) or max_steps < 1:
             raise ValueError(f"rollout: max_steps must be a positive int, got {max_steps!r}")
-        if break_when_all_done and break_when_any_done:
-            raise TypeError(
-                "rollout: break_when_all_done and break_when_any_done cannot both be True; pass "
-                "break_when_all_done=True alone (break_when_any_done then defaults to False)"
-            )
         if break_when_any_done is None:
             break_when_any_done = not break_when_all_done
+        if break_when_all_done and break_when_any_done:
+            raise TypeError("Cannot have both break_when_all_done and break_when_any_done True at the same time.")
+        if set_state:
+            raise NotImplementedError(f"{type(self).__name__} does not support deterministic resets via "
+                                      "set_state=True.")
         if actions is not None:
             if policy is not None:
-                raise ValueError("rollout: pass policy or actions, not both")
-            actions = list(actions)
-            max_steps = min(max_steps, len(actions))
-        if not auto_reset and tensordict is None:
-            raise ValueError("rollout: auto_reset=False needs the initial tensordict= to start from")
-        td = self.reset(tensordict) if auto_reset else self._reset_done(tensordict)
-        if break_when_all_done:
-            steps = self._rollout_until_all_done(td, max_steps, policy, callback, actions, storing_device)
+                raise ValueError("Cannot pass both `policy` and `actions` to rollout().")
+            policy = _replay(actions, next(iter(self.full_action_spec.keys())))
+            if hasattr(actions, "__len__"):
+                max_steps = min(max_steps, len(actions))
+        if auto_reset:
+            tensordict = self.reset(tensordict)
+        elif tensordict is None:
+            raise RuntimeError("tensordict must be provided when auto_reset is False")
         else:
-            steps = self._rollout_steps(td, max_steps, policy, callback, actions, storing_device,
-                                        break_when_any_done)
+            tensordict = self.maybe_reset(tensordict)
+        act = _caster(policy if policy is not None else self.rand_action, auto_cast_to_device, self.device)
+        storing_device = None if storing_device is None else torch.device(storing_device)
+        if break_when_any_done or break_when_all_done:
+            steps = self._rollout_stop_early(tensordict, max_steps, act, callback, storing_device,
+                                             bool(break_when_all_done))
+        else:
+            steps = self._rollout_nonstop(tensordict, max_steps, act, callback, storing_device)
+        dim = len(self.batch_size)
+        if return_contiguous:
+            result = torch.stack(steps, dim, out=out)
+        else:
+            result = LazyStackedTensorDict.maybe_dense_stack(steps, dim, out=out)
         if set_truncated:
-            _mark_truncated(steps)
-        return self._stack_steps(steps, return_contiguous, out)
+            self._set_truncated(result)
+        result.refine_names(..., "time")
+        return result
 
-    def _rollout_steps(self, td, max_steps, policy, callback, actions, storing_device,
-                       break_when_any_done: bool) -> list:
-        """``rollout``'s steps: done envs are reset and step on, or the first done ends it."""
+    def _rollout_stop_early(self, td, max_steps, act, callback, storing_device, all_done: bool) -> list:
         steps = []
+        running = True  # the envs still stepped (break_when_all_done)
         for i in range(max_steps):
-            self._act(td, policy, actions, i)
+            td = act(td)
             td = self.step(td)
-            steps.append(td if storing_device is None else td.to(storing_device))
-            if i == max_steps - 1:
-                break
-            done = td["next", "done"]
-            if done.any() and break_when_any_done:
-                break
-            td = self._step_mdp(td)
-            if callback is not None:
-                callback(self, td)
-        return steps
-
-    def _rollout_until_all_done(self, td, max_steps, policy, callback, actions, storing_device) -> list:
-        """``rollout``'s steps under ``break_when_all_done=True``.
-
-        ``"_step"`` (batch-shaped, with a trailing dim of 1) marks the envs not done yet; it is in
-        the TensorDict the policy and the callback see, as in TorchRL, but not in the output.
-        """
-        steps = []
-        running = None  # every env steps, until the first one is done
-        for i in range(max_steps):
-            self._act(td, policy, actions, i)
-            td = self.step(td)
-            entry = td if storing_device is None else td.to(storing_device)
-            if running is not None:  # done envs: their last step again
-                entry = torch.where(running.reshape(self.batch_size), entry.exclude("_step"), steps[-1])
+            root = self.step_mdp(td)
+            entry = td.copy() if storing_device is None else td.to(storing_device)
+            if all_done and running is not True and not running.all():
+                entry.pop("_step", None)
+                entry = torch.where(running.view(entry.shape), entry, steps[-1])
             steps.append(entry)
             if i == max_steps - 1:
                 break
-            done = td["next", "done"].reshape(*self.batch_size, 1)
-            td = self._step_mdp(td, reset=False)
-            if done.any():
-                running = ~done if running is None else running & ~done
-                if not running.any():
+            td = root
+            if not all_done:
+                if any_done(td, self.full_done_spec, key=None):
                     break
-            if running is not None:
-                td.set("_step", running.clone())
+            else:
+                any_done(td, self.full_done_spec, key="_neg_step")
+                finished = td.pop("_neg_step", None)
+                if finished is not None:
+                    running = running & ~finished
+                if running is not True:
+                    if not running.any():
+                        break
+                    td.set("_step", running)
             if callback is not None:
                 callback(self, td)
         return steps
 
-    def _reset_done(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """``tensordict`` with its done envs reset (``rollout(auto_reset=False)`` starts from it,
-        as TorchRL's ``maybe_reset``); the others' entries are kept."""
-        done = tensordict.get("done", None)
-        if done is None or not done.any():
-            return tensordict
-        reset_in = tensordict.clone()
-        reset_in["_reset"] = done
-        return tensordict.clone().update(self.reset(reset_in))
+    def _rollout_nonstop(self, td, max_steps, act, callback, storing_device) -> list:
+        steps = []
+        for i in range(max_steps):
+            td = act(td)
+            if i == max_steps - 1:
+                stepped = self.step(td)
+            else:
+                stepped, td = self.step_and_maybe_reset(td)
+            steps.append(stepped if storing_device is None else stepped.to(storing_device))
+            if i == max_steps - 1:
+                break
+            if callback is not None:
+                callback(self, stepped)
+        return steps
 
-    def _act(self, td, policy, actions, i: int) -> None:
-        if actions is not None:
-            td.set(self.action_key, torch.as_tensor(actions[i]))
-        elif policy is not None:
-            result = policy(td)
-            if result is not None and result is not td:
-                td.update(result)
-        else:
-            self.rand_action(td)
+    def _set_truncated(self, result: TensorDictBase) -> None:
+        """The last step truncated (and done) for every env, wherever the rollout stopped."""
+        keys = [k for k in self.done_keys if (k if isinstance(k, str) else k[-1]) == "truncated"]
+        if not keys:
+            raise RuntimeError("set_truncated was set to True but no truncated key could be found. Make sure a "
+                               "'truncated' entry was set in the environment full_done_keys using "
+                               "`env.add_truncated_keys()`.")
+        last = (slice(None),) * (result.ndim - 1) + (-1,)
+        for key in keys:
+            truncated = result.get(("next", *_tuple(key))).clone()
+            done = result.get(("next", *_tuple(replace_last(key, "done"))))
+            truncated[last] = True
+            result.set(("next", *_tuple(key)), truncated)
+            result.set(("next", *_tuple(replace_last(key, "done"))), truncated | done)
 
-    def _stack_steps(self, steps: list, return_contiguous, out):
-        dim = len(self.batch_size)
-        if return_contiguous or return_contiguous is None:
-            result = torch.stack(steps, dim=dim)
-        else:
-            result = LazyStackedTensorDict.lazy_stack(steps, dim=dim)
-        if out is not None:
-            out.update(result)
-            return out
-        return result
-
-    def _step_mdp(self, td: TensorDictBase, *, reset: bool = True) -> TensorDict:
-        """The root of the next step; done envs are reset unless ``reset=False`` (they keep
-        their flags and observations, as TorchRL's ``step_mdp``). Other root entries (a
-        caller's or a policy's, not the action) carry over, as with TorchRL's ``keep_other``."""
-        nxt = td["next"]
-        root = TensorDict({k: nxt[k] for k in self.state_keys if not is_hidden(k)}, batch_size=self.batch_size)
-        for key in FLAG_KEYS:
-            root[key] = nxt[key]
-        if reset:
-            root = self._reset_done(root)
-        return root.update(td.exclude("next", "_step", self.action_key, self.reward_key, *root.keys()))
-
-    # ---- transforms ----------------------------------------------------------------------
+    # ---- transforms, seeds, state ----------------------------------------------------------
     def append_transform(self, transform):
         """A ``TransformedEnv`` of this env with ``transform`` (as TorchRL's ``EnvBase`` does)."""
         from reap.envs.transforms import TransformedEnv
@@ -665,14 +611,19 @@ class EnvBase:
         return seed if static_seed else seed + max(1, self.numel)
 
     def state_dict(self) -> dict:
-        """Tensors that define the env's behaviour beyond its code (e.g. normalisation stats)."""
-        return {}
+        """Tensors that define the env's behaviour beyond its code (its persistent buffers)."""
+        buffers = self.__dict__.get("_reap_buffers", {})
+        return {name: getattr(self, name) for name, persistent in buffers.items() if persistent}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        if state_dict:
-            raise KeyError(f"{type(self).__name__} has no state, got keys {sorted(state_dict)}")
+        expected = set(self.state_dict())
+        if set(state_dict) - expected:
+            raise KeyError(f"{type(self).__name__} has no state {sorted(set(state_dict) - expected)}; its state is "
+                           f"{sorted(expected)}")
+        for name, value in state_dict.items():
+            getattr(self, name).copy_(value)
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         self.is_closed = True
 
     def __enter__(self):
@@ -682,17 +633,51 @@ class EnvBase:
         self.close()
 
 
-def _mark_truncated(steps: list) -> None:
-    """``rollout(set_truncated=True)``: the last step is truncated (and done) for every env,
-    done or not and wherever the rollout stopped, as in TorchRL."""
-    last = steps[-1] = steps[-1].clone()
-    for key in ("truncated", "done"):
-        last["next", key] = torch.ones_like(last["next", key])
+def _leaves(spec: Composite) -> dict:
+    return {key: value for key, value in spec.items(True, True) if value is not None}
 
 
-def _zeros(specs: dict[str, TensorSpec], steps: int, batch) -> TensorDict:
-    data = {key: spec.zero((steps,)) for key, spec in specs.items()}
-    return TensorDict(data, batch_size=(steps, *batch))
+def _tuple(key) -> tuple:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def _replay(actions, key):
+    iterator = iter(actions)
+
+    def policy(td):
+        return td.set(key, torch.as_tensor(next(iterator)))
+
+    return policy
+
+
+def _caster(policy, auto_cast_to_device: bool, env_device):
+    """The policy call of a rollout: its output merged into the input, on the policy's device."""
+    device = None
+    if auto_cast_to_device:
+        try:
+            device = next(policy.parameters()).device
+        except (StopIteration, AttributeError):
+            device = None
+
+    def act(td):
+        if device is not None:
+            td = td.to(device, non_blocking=True)
+        result = policy(td)
+        if result is not None and result is not td:
+            td.update(result)
+        if device is not None:
+            td = td.to(env_device, non_blocking=True)
+        return td
+
+    return act
+
+
+def _zeros(specs: dict[str, TensorSpec], steps: int | None, batch) -> TensorDict:
+    lead = () if steps is None else (steps,)
+    data = TensorDict(batch_size=(*lead, *batch))
+    for key, spec in specs.items():
+        data.set(key, spec.zero(lead))
+    return data
 
 
 def _write(array: np.ndarray, t: int, value, mask: np.ndarray | None) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from reap.envs.base import EnvBase
-from reap.specs import Composite
 
 
 def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[EnvBase]:
@@ -60,11 +59,10 @@ class SerialEnv(EnvBase):
                 )
         batch = (num_workers, *first.batch_size)
         super().__init__(batch_size=batch, device=first.device)
-        self.observation_spec = Composite(
-            {k: v.expand(num_workers, *v.shape) for k, v in first.observation_spec.items()}, shape=batch
-        )
-        self.action_spec = first.action_spec.expand(num_workers, *first.action_spec.shape)
-        self.reward_spec = first.reward_spec.expand(num_workers, *first.reward_spec.shape)
+        for name in ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec",
+                     "full_state_spec"):
+            spec = getattr(first, name)
+            setattr(self, name, spec.expand(num_workers, *spec.shape))
         plain_root, plain_next = EnvBase.root_specs(self), EnvBase.next_specs(self)
         self._extra_root = {k: v for k, v in first.root_specs().items() if k not in plain_root}
         self._extra_next = {k: v for k, v in first.next_specs().items() if k not in plain_next}

@@ -13,17 +13,20 @@ Examples:
 
 from __future__ import annotations
 
-from tensordict import TensorDict, TensorDictBase
+import torch
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection
 from tensordict.nn import InteractionType as ExplorationType
 from tensordict.nn import set_interaction_type as set_exploration_type
 from tensordict.nn.probabilistic import interaction_type as exploration_type
+from tensordict.utils import is_non_tensor, unravel_key
 
+from reap.envs.done import any_done
 from reap.mirror import module_getattr
-from reap.specs import Composite
+from reap.specs import Composite, Unbounded
 
 __all__ = [
-    "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "set_exploration_type",
-    "step_mdp",
+    "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "make_composite_from_td",
+    "set_exploration_type", "step_mdp", "terminated_or_truncated",
 ]
 
 
@@ -58,31 +61,126 @@ class RandomPolicy:
         return td.set(self.action_key, self.action_spec.rand())
 
 
+def make_composite_from_td(data: TensorDictBase, *, unsqueeze_null_shapes: bool = True,
+                           dynamic_shape: bool = False) -> Composite:
+    """A ``Composite`` of ``Unbounded`` specs shaped like ``data`` (TorchRL's helper): nested
+    TensorDicts become nested Composites; a 0-dim entry gets shape ``(1,)`` unless
+    ``unsqueeze_null_shapes=False``; ``dynamic_shape`` marks each last dim variable (``-1``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> spec = make_composite_from_td(TensorDict(g=torch.tensor(9.8), obs=torch.zeros(3)))
+        >>> spec["g"].shape, spec["obs"].shape
+        (torch.Size([1]), torch.Size([3]))
+    """
+    def shape_of(shape):
+        if shape or not unsqueeze_null_shapes:
+            return shape[:-1] + (-1,) if dynamic_shape and shape else shape
+        return torch.Size([1])
+
+    specs = {}
+    for key, value in data.items():
+        if is_non_tensor(value):
+            raise NotImplementedError(f"make_composite_from_td: {key!r} holds non-tensor data, which reap's specs "
+                                      "do not describe (TorchRL's NonTensor); drop it from the TensorDict first")
+        specs[key] = make_composite_from_td(value, unsqueeze_null_shapes=unsqueeze_null_shapes,
+                                            dynamic_shape=dynamic_shape) if is_tensor_collection(value) else \
+            Unbounded(dtype=value.dtype, device=value.device, shape=shape_of(value.shape))
+    return Composite(specs, shape=data.shape, data_cls=None if type(data) is TensorDict else type(data))
+
+
+def terminated_or_truncated(data: TensorDictBase, full_done_spec: Composite | None = None, key: str | None = "_reset",
+                            write_full_false: bool = False) -> bool:
+    """Whether any env of ``data`` is done (TorchRL's helper); with ``key``, each done group gets
+    that entry (what ``reset`` reads), kept only where something is done unless
+    ``write_full_false``. The flags are those of ``full_done_spec``, or without it every
+    ``"done"``, ``"terminated"`` and ``"truncated"`` entry of ``data``."""
+    return any_done(data, full_done_spec, key=key, write_full_false=write_full_false)
+
+
 def _key_list(keys) -> list:
-    return [keys] if isinstance(keys, (str, tuple)) else list(keys)
+    return keys if isinstance(keys, list) else [keys]
 
 
-def step_mdp(tensordict: TensorDictBase, next_tensordict: TensorDictBase | None = None, *,
+def step_mdp(tensordict: TensorDictBase, next_tensordict: TensorDictBase | None = None,
              keep_other: bool = True, exclude_reward: bool = True, exclude_done: bool = False,
              exclude_action: bool = True, reward_keys="reward", done_keys="done",
              action_keys="action") -> TensorDictBase:
     """The root of the next step: ``tensordict["next"]`` moved up (TorchRL's ``step_mdp``).
 
-    Root entries that ``"next"`` does not hold are kept (``keep_other``), except the action
-    (``exclude_action``); the reward is left out (``exclude_reward``), the done flags kept
-    unless ``exclude_done``. With ``next_tensordict`` the result is written into it.
+    The entries of ``"next"`` replace the root's; the root's other entries are kept
+    (``keep_other``), nested ones merged key by key. ``reward_keys``, ``done_keys`` and
+    ``action_keys`` (a key, nested keys as tuples, or a list of them) name what
+    ``exclude_reward`` (default), ``exclude_done`` and ``exclude_action`` (default) leave out, on
+    both levels; a sub-TensorDict left empty is dropped. With ``next_tensordict``, the result is
+    written into it. A lazy stack is processed per stacked TensorDict.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"obs": torch.zeros(1), "action": torch.ones(1),
+        ...                  "next": {"obs": torch.ones(1), "reward": torch.ones(1)}})
+        >>> sorted(step_mdp(td).keys()), sorted(step_mdp(td, exclude_action=False).keys())
+        (['obs'], ['action', 'obs'])
     """
-    reward_keys, done_keys, action_keys = map(_key_list, (reward_keys, done_keys, action_keys))
-    dropped = [*(reward_keys if exclude_reward else []), *(done_keys if exclude_done else [])]
+    kwargs = dict(keep_other=keep_other, exclude_reward=exclude_reward, exclude_done=exclude_done,
+                  exclude_action=exclude_action, reward_keys=reward_keys, done_keys=done_keys,
+                  action_keys=action_keys)
+    if isinstance(tensordict, LazyStackedTensorDict):
+        nexts = [None] * len(tensordict.tensordicts) if next_tensordict is None else \
+            next_tensordict.unbind(tensordict.stack_dim)
+        out = LazyStackedTensorDict.lazy_stack(
+            [step_mdp(td, ntd, **kwargs) for td, ntd in zip(tensordict.tensordicts, nexts)], tensordict.stack_dim)
+        return out if next_tensordict is None else next_tensordict.update(out)
+    excluded = set()
+    for flag, keys in ((exclude_reward, reward_keys), (exclude_done, done_keys), (exclude_action, action_keys)):
+        if flag:
+            excluded.update(unravel_key(k) for k in _key_list(keys))
     nxt = tensordict.get("next")
+    out = nxt.empty()
     if keep_other:
-        out = tensordict.exclude("next", *dropped, *(action_keys if exclude_action else []))
-    else:
-        out = TensorDict(batch_size=tensordict.batch_size, device=tensordict.device)
-    out.update(nxt.exclude(*dropped))
-    if next_tensordict is not None:
-        return next_tensordict.update(out)
-    return out
+        for key in tensordict.keys():
+            if key != "next":
+                _copy_entry(tensordict, out, key, (), excluded)
+    elif not exclude_action:
+        for key in _key_list(action_keys):
+            _copy_key(tensordict, out, unravel_key(key))
+    for key in nxt.keys():
+        _copy_entry(nxt, out, key, (), excluded)
+    return out if next_tensordict is None else next_tensordict.update(out)
+
+
+def _copy_entry(source: TensorDictBase, dest: TensorDictBase, key: str, prefix: tuple, excluded: set) -> bool:
+    """Copy ``source[key]`` into ``dest`` but the ``excluded`` (full) keys; whether it copied any."""
+    full = unravel_key((*prefix, key))
+    if full in excluded:
+        return False
+    value = source.get(key)
+    if not is_tensor_collection(value) or is_non_tensor(value):
+        dest.set(key, value)
+        return True
+    sub = dest.get(key, None)
+    sub = value.empty() if sub is None else sub
+    copied = False
+    for inner in value.keys():
+        copied = _copy_entry(value, sub, inner, (*prefix, key), excluded) or copied
+    if copied:
+        dest.set(key, sub)
+    return copied
+
+
+def _copy_key(source: TensorDictBase, dest: TensorDictBase, key) -> None:
+    """``dest[key] = source[key]`` for a nested ``key``, creating the sub-TensorDicts on the way."""
+    for part in key[:-1] if isinstance(key, tuple) else ():
+        value = source.get(part)
+        sub = dest.get(part, None)
+        if sub is None:
+            sub = value.empty()
+            dest.set(part, sub)
+        source, dest = value, sub
+    last = key[-1] if isinstance(key, tuple) else key
+    dest.set(last, source.get(last))
 
 
 def check_env_specs(env, return_contiguous: bool = True, check_dtype: bool = True,
