@@ -33,6 +33,10 @@ from reap.envs.transforms.transform import (
 from reap.specs import Bounded, Unbounded
 
 
+def _right(flags, like):
+    return flags.reshape(*flags.shape, *([1] * (like.ndim - flags.ndim)))
+
+
 class CatFrames(Transform):
     """Concatenate the last ``N`` values of ``in_keys`` along ``dim`` (negative) into ``out_keys``.
 
@@ -149,31 +153,31 @@ class CatFrames(Transform):
         starts = torch.cat([torch.ones_like(done[:1]), done[:-1]], 0)
         time = torch.arange(steps).reshape(steps, *([1] * (done.ndim - 1))).expand_as(done)
         start = torch.where(starts, time, 0).cummax(0).values
-        pairs = list(zip(self.in_keys, self.out_keys))
-        for in_key, out_key in [p for p in pairs if isinstance(p[0], str)] + [p for p in pairs if not isinstance(p[0], str)]:
-            data = tensordict.get(in_key)
+        inputs = {key: tensordict.get(key) for key in self.in_keys}
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            data = inputs[in_key]
             root_key = in_key[1] if isinstance(in_key, tuple) and len(in_key) == 2 and in_key[0] == "next" else None
-            if root_key is not None and root_key in self.in_keys:  # the root's window moved by one step
-                frames = self._frames_of(tensordict.get(root_key), tdim, start, time, range(self.N - 2, -1, -1))
-                frames.append(data)
-            else:
-                frames = self._frames_of(data, tdim, start, time, range(self.N - 1, -1, -1))
-            tensordict.set(out_key, torch.cat(frames, self.dim))
+            # a ("next", key) window runs over the root's first value, then the "next" values
+            root = inputs[root_key] if root_key is not None and root_key in inputs else None
+            tensordict.set(out_key, torch.cat(self._frames_of(data, tdim, start, time, root), self.dim))
         return tensordict
 
-    def _frames_of(self, data, tdim, start, time, offsets) -> list:
+    def _frames_of(self, data, tdim, start, time, root=None) -> list:
+        """The ``N`` frames of each step's window, oldest first (a list of ``data``-shaped tensors)."""
         data_t = data.movedim(tdim, 0)
         steps, batch = start.shape[0], start[0].numel()
         flat = data_t.reshape(steps, batch, *data_t.shape[start.ndim:])
         cols = torch.arange(batch).expand(steps, batch)
+        first = start.reshape(steps, batch) - (0 if root is None else 1)  # where the sequence starts
+        opening = None if root is None else root.movedim(tdim, 0).reshape(flat.shape)[first + 1, cols]
         frames = []
-        for offset in offsets:
+        for offset in range(self.N - 1, -1, -1):
             index = (time - offset).reshape(steps, batch)
-            first = start.reshape(steps, batch)
             value = flat[index.clamp(min=0).maximum(first), cols]
+            if root is not None:  # before the first "next" value: the root's
+                value = torch.where(_right(index <= first, value), opening, value)
             if self.padding == "constant":
-                valid = (index >= first).reshape(steps, batch, *([1] * (value.ndim - 2)))
-                value = torch.where(valid, value, torch.full_like(value, self.padding_value))
+                value = torch.where(_right(index >= first, value), value, torch.full_like(value, self.padding_value))
             frames.append(value.reshape(data_t.shape).movedim(0, tdim))
         return frames
 

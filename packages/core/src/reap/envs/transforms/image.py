@@ -23,7 +23,7 @@ from reap.envs.transforms.transform import (
     missing_tolerance,
     write_rows,
 )
-from reap.specs import Bounded, ContinuousBox
+from reap.specs import ContinuousBox
 
 
 class ToTensorImage(Transform):
@@ -73,14 +73,12 @@ class ToTensorImage(Transform):
         lead = [1] if self._should_unsqueeze(observation_spec) else []
         if self._permutes(shape):
             shape = [*shape[:-3], shape[-1], shape[-3], shape[-2]]
-        shape = [*lead, *shape]
-        if isinstance(observation_spec.space, ContinuousBox):
-            low = self._apply_transform(observation_spec.space.low)
-            high = self._apply_transform(observation_spec.space.high)
-            if isinstance(observation_spec, Bounded):
-                return Bounded(low, high, shape=shape, dtype=self.dtype, device=observation_spec.device)
-        spec = observation_spec.clone().to(self.dtype)
-        spec.shape = shape
+        spec = observation_spec.clone()  # the same class, as TorchRL's (a BoundedDiscrete stays one)
+        if isinstance(spec.space, ContinuousBox):
+            spec.space.low = self._apply_transform(spec.space.low)
+            spec.space.high = self._apply_transform(spec.space.high)
+        spec.shape = [*lead, *shape]
+        spec.dtype = self.dtype
         return spec
 
     # ---- arrays --------------------------------------------------------------------------------
