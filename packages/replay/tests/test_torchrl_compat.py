@@ -2,11 +2,13 @@
 
 import inspect
 import logging
+import pickle
 import warnings
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import TensorDict, is_tensor_collection
+from torch.utils._pytree import tree_map
 
 import reap_replay
 
@@ -18,23 +20,29 @@ CLASSES = [
     "TensorDictReplayBuffer",
     "PrioritizedReplayBuffer",
     "TensorDictPrioritizedReplayBuffer",
+    "RemoteTensorDictReplayBuffer",
     "ListStorage",
     "LazyTensorStorage",
     "LazyMemmapStorage",
+    "TensorStorage",
+    "RandomSampler",
     "SamplerWithoutReplacement",
     "PrioritizedSampler",
     "SliceSampler",
+    "SliceSamplerWithoutReplacement",
+    "PrioritizedSliceSampler",
     "RoundRobinWriter",
+    "TensorDictRoundRobinWriter",
     "TensorDictMaxValueWriter",
 ]
 
-# TorchRL options reap-replay does not offer (each raises a clear NotImplementedError or is
-# accepted and ignored), and options reap adds.
+#: TorchRL 0.14.1's public methods and attributes reap-replay does not have (README: "What
+#: differs"): its trajectory queries, conditional updates, Ray service, storage hooks and
+#: checkpointers, generation tracking.
 NOT_OFFERED = {
-    "sample_unit", "checkpointer", "consume_after_n_samples", "shared", "compilable",
-    "delayed_init", "service_backend", "service_backend_options", "transport",
-    "transport_options", "sync", "end_keys", "step_key", "fragmented", "ends", "trajectories",
-    "init_key", "pad_output", "compile", "span", "use_gpu", "kwargs", "storage",
+    "as_remote", "query", "update_if_present", "submit_update_if_present", "register_load_hook",
+    "register_save_hook", "checkpointer", "supports_conditional_update", "generations_of",
+    "write_at", "get_insert_index",
 }
 
 
@@ -56,13 +64,21 @@ def test_keyword_arguments_and_defaults(name):
         mine = {**params(reap_replay.ReplayBuffer, "ReplayBuffer"), **mine}
     theirs = params(getattr(torchrl_data, name), name)
     for arg, p in theirs.items():
-        if arg in NOT_OFFERED and arg not in mine:
-            continue
         assert arg in mine, f"{name} lacks {arg}"
         if p.default is not inspect.Parameter.empty and arg not in ("dtype", "device"):
             assert mine[arg].default == p.default, f"{name}.{arg} default"
         if p.kind == p.KEYWORD_ONLY:
             assert mine[arg].kind == p.KEYWORD_ONLY, f"{name}.{arg} must be keyword-only"
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_public_methods(name):
+    def public(cls):
+        return {a for a in dir(cls) if not a.startswith("_")}
+
+    theirs, mine = getattr(torchrl_data, name), getattr(reap_replay, name)
+    instance_attrs = {"fragmented", "step_key"}  # set by reap's __init__, class-level in TorchRL's
+    assert public(theirs) - public(mine) - NOT_OFFERED - instance_attrs == set()
 
 
 def run_both(fn):
@@ -213,4 +229,422 @@ def test_max_value_writer_matches():
         return a.tolist(), b.tolist(), rb[:]["r"].tolist()
 
     mine, theirs = run_both(fn)
+    assert mine == theirs
+
+
+# ---------------------------------------------------------------------------------------------
+# The same calls on both libraries, with the same seed: the same values (random draws included),
+# the same errors. Each case takes the library (``torchrl.data`` or ``reap_replay``).
+
+
+def normalized(x):
+    """Tensors, TensorDicts and containers as plain comparable values."""
+    if isinstance(x, torch.Tensor):
+        return ("tensor", tuple(x.shape), str(x.dtype), x.tolist())
+    if is_tensor_collection(x):
+        return ("td", tuple(x.batch_size), sorted((str(k), normalized(v)) for k, v in x.items(True, True)))
+    if isinstance(x, (list, tuple)):
+        return type(x).__name__, [normalized(v) for v in x]
+    if isinstance(x, dict):
+        return sorted((str(k), normalized(v)) for k, v in x.items())
+    return x
+
+
+def outcome(fn, lib):
+    """``("ok", value)`` or ``("raised", type name, first words of the message)``."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return "ok", normalized(fn(lib))
+        except Exception as err:  # noqa: BLE001 - compared below
+            return "raised", type(err).__name__, str(err)[:25]
+
+
+def raised(fn, *args, **kwargs):
+    try:
+        fn(*args, **kwargs)
+    except Exception as err:  # noqa: BLE001 - the outcome is the value compared
+        return type(err).__name__, str(err)[:25]
+    return "no error"
+
+
+def raised_type(fn, *args):
+    """The type of the error (reap's message names the class without ``<class ...>``)."""
+    return raised(fn, *args)[0]
+
+
+SAME = {}
+
+
+def same(fn):
+    SAME[fn.__name__] = fn
+    return fn
+
+
+@same
+def keywords_at_their_defaults(L):
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(10, compilable=False), prefetch=0, batch_size=3,
+                        writer=L.RoundRobinWriter(compilable=False), compilable=False, shared=False,
+                        delayed_init=False, transport="auto", service_backend="direct")
+    rb.extend(torch.arange(5))
+    return len(rb), rb[:], rb.sample()
+
+
+@same
+def storage_set_and_get_with_ranges_and_lists(L):
+    s = L.LazyTensorStorage(10)
+    s.set(range(4), torch.arange(4) * 2)
+    lists = L.ListStorage(10)
+    lists.set(range(4), range(4))
+    return len(s), s.get(range(4)), s[1:3], s.get([3, 0]), len(lists), lists.get([1, 2]), lists[3]
+
+
+@same
+def tensor_storage_over_given_tensors(L):
+    s = L.TensorStorage(torch.randn(10, 11))
+    s.set(range(10), torch.zeros(10, 11))
+    return len(s), s.get(range(10)), raised(L.TensorStorage, None), raised(L.TensorStorage, torch.randn(3), 4)
+
+
+@same
+def in_place_writes(L):
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(102))
+    rb.extend(TensorDict({"a": torch.arange(100), ("b", "c"): torch.arange(100)}, [100]))
+    rb[3:4] = TensorDict({"a": torch.tensor([0]), ("b", "c"): torch.tensor([0])}, [1])
+    zeros = torch.zeros(10, dtype=torch.long)
+    rb[torch.arange(30, 40)] = TensorDict({"a": zeros, ("b", "c"): zeros}, [10])
+    return len(rb), rb._writer._cursor, rb[0:5]["a"], rb[28:42]["b", "c"], rb["a"][:5], rb["b", "c"][:5]
+
+
+@same
+def in_place_writes_go_through_the_inverse_transforms(L):
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(102))
+    rb.append_transform(lambda x: x + 1, invert=True)
+    rb.append_transform(lambda x: x + 1)
+    rb.extend(TensorDict({"a": torch.arange(10)}, [10]))
+    rb[3:4] = TensorDict({"a": torch.tensor([0])}, [1])
+    return rb[2:5]["a"], rb.storage[2:5]["a"]
+
+
+@same
+def inverted_transform_on_writes(L):
+    rb = L.ReplayBuffer(storage=L.LazyMemmapStorage(10), batch_size=4)
+    data = TensorDict({"a": torch.zeros(10)}, [10])
+
+    def add_one(data):
+        data += 1
+        return data
+
+    rb.append_transform(add_one, invert=True)
+    rb.extend(data)
+    return data["a"], rb[:]["a"]
+
+
+@same
+def pytrees_in_tensor_storages(L):
+    data = {"a": torch.randint(100, (10, 11, 1)), "b": {"c": [torch.zeros(10, 11), (torch.ones(10, 11),)]},
+            30: torch.zeros(10, 11)}
+    s = L.TensorStorage(data)
+    s.set(range(10), tree_map(torch.zeros_like, data))
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(3), batch_size=3)
+    rb.extend({"a": torch.randint(100, (5, 1)), "b": {"c": [torch.zeros(5, 3), (torch.ones(5, 2),)]},
+               30: torch.zeros(5, 2)})
+    return s.get(range(3)), len(rb), rb._writer._cursor, rb.sample(), rb[2]
+
+
+@same
+def a_transform_on_a_pytree(L):
+    rb = L.ReplayBuffer(storage=L.LazyMemmapStorage(100), transform=lambda x: tree_map(lambda y: y * 0, x))
+    rb.add({"a": torch.randn(3), "b": {"c": (torch.zeros(2), [torch.ones(1)])}, 30: -torch.ones(())})
+    return rb.sample(10)
+
+
+@same
+def lists_hold_one_item_per_element(L):
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(100))
+    rb.extend([TensorDict({"a": torch.randn(2, 3)}, [2])])
+    trees = L.ReplayBuffer(storage=L.LazyTensorStorage(100), sampler=L.SamplerWithoutReplacement())
+    trees.extend([(torch.full((3, 4), i), {"a": torch.full((3, 4), i)}, [torch.full((3, 4), i)]) for i in range(10)])
+    ragged = L.ReplayBuffer(storage=L.LazyTensorStorage(100))
+    return len(rb), rb[:].shape, len(trees), trees.sample(10), raised(ragged.extend, [torch.zeros(2), torch.zeros(1)])
+
+
+@same
+def empty_and_batch_size_errors(L):
+    rb = L.ReplayBuffer(storage=L.ListStorage(10), sampler=L.SamplerWithoutReplacement(drop_last=False))
+    rb.extend(torch.zeros(10))
+    first = rb.sample(3)
+    errors = [raised(lambda: list(rb)), raised(rb.sample)]
+    errors.append(raised(L.ReplayBuffer, storage=L.ListStorage(10), sampler=L.SamplerWithoutReplacement(drop_last=True)))
+    errors.append(raised(L.ReplayBuffer, prefetch=2))
+    rb.empty()
+    errors.append(raised(rb.sample, 2))
+    return first, errors
+
+
+@same
+def epochs_without_replacement(L):
+    draws = []
+    for size, samples, drop_last in [(10, 5, True), (10, 9, False), (15, 16, True), (15, 11, False)]:
+        storage = L.ListStorage(size)
+        storage.set(range(size), range(size))
+        sampler = L.SamplerWithoutReplacement(drop_last=drop_last)
+        draws.append(raised(sampler.sample, storage, samples) if samples > size else
+                     [sampler.sample(storage, samples)[0] for _ in range(3)])
+    rb = L.ReplayBuffer(storage=L.ListStorage(10), sampler=L.SamplerWithoutReplacement(drop_last=True), batch_size=3)
+    rb.extend([torch.randint(100, (1,)) for _ in range(10)])
+    return draws, [[b for b in rb] for _ in range(2)]
+
+
+@same
+def prefetched_epochs(L):
+    out = []
+    for drop_last in (False, True):
+        rb = L.ReplayBuffer(storage=L.LazyTensorStorage(11), sampler=L.SamplerWithoutReplacement(drop_last=drop_last),
+                            batch_size=2, prefetch=3)
+        rb.extend(TensorDict({"a": torch.arange(11)}, batch_size=[11]))
+        out.append([len(list(rb)) for _ in range(3)])
+    return out
+
+
+@same
+def generator_state_in_state_dict_and_checkpoints(L, tmp_path):
+    rb = L.ReplayBuffer(sampler=L.RandomSampler(), storage=L.LazyTensorStorage(100), generator=torch.Generator())
+    rb.extend(torch.arange(100))
+    state = rb.state_dict()
+    rb.dumps(tmp_path)
+    a = rb.sample(8)
+    rb.load_state_dict(state)
+    b = rb.sample(8)
+    rb.loads(tmp_path)
+    return a, b, rb.sample(8), state["_rng"] is not None
+
+
+@same
+def max_value_writer(L):
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(20), sampler=L.SamplerWithoutReplacement(),
+                                  batch_size=10, writer=L.TensorDictMaxValueWriter(rank_key="key"))
+    rb.extend(TensorDict({"key": torch.rand(20), "obs": torch.rand(20)}, [20]))
+    for item in TensorDict({"key": torch.rand(20) + 1, "obs": torch.rand(20)}, [20]):
+        rb.add(item)
+    reduced = []
+    for reduction in ("max", "min", "mean", "median", "sum"):
+        one = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(1),
+                                       writer=L.TensorDictMaxValueWriter(rank_key="key", reduction=reduction))
+        one.extend(TensorDict({"key": torch.rand(4, 2, 3), "obs": torch.rand(4, 2, 3)}, [4]))
+        reduced.append(one[:]["obs"])
+    plain = L.ReplayBuffer(storage=L.LazyTensorStorage(3), writer=L.TensorDictMaxValueWriter())
+    return rb[:]["key"].sort().values, reduced, raised_type(plain.add, torch.zeros(1)), \
+        raised_type(plain.extend, torch.zeros(2, 1))
+
+
+@same
+def max_value_writer_over_a_list_storage(L):
+    rb = L.TensorDictReplayBuffer(storage=L.ListStorage(3), writer=L.TensorDictMaxValueWriter(rank_key="r"))
+    a = rb.extend(TensorDict({"r": torch.tensor([1.0, 5.0, 3.0])}, [3]))
+    b = rb.extend(TensorDict({"r": torch.tensor([2.0, 0.0, 9.0])}, [3]))
+    return a, b, rb.add(TensorDict({"r": torch.tensor(10.0)}, [])), rb.add(TensorDict({"r": torch.tensor(-1.0)}, [])), \
+        rb[:]["r"].sort().values
+
+
+@same
+def cursors(L):
+    out = []
+    for size in (3, 5, 100):
+        rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(size), batch_size=3)
+        rb.extend(TensorDict({"a": torch.arange(5)}, [5]))
+        writer, storage = L.RoundRobinWriter(), L.LazyMemmapStorage(size)
+        writer.register_storage(storage)
+        writer.extend(torch.arange(5))
+        out.append((rb._writer._cursor, writer._cursor, len(storage), rb.write_count))
+    return out
+
+
+@same
+def state_dict_into_another_storage_with_prefetch(L):
+    out = []
+    for a, b in ((L.LazyMemmapStorage, L.LazyTensorStorage), (L.LazyTensorStorage, L.LazyMemmapStorage)):
+        rb = L.TensorDictReplayBuffer(prefetch=3, storage=a(100), batch_size=3)
+        for _ in range(3):
+            rb.extend(TensorDict({"obs": torch.ones(1, 4), "next": {"obs": torch.ones(1, 4)}}, batch_size=1))
+        state = rb.state_dict()
+        other = L.TensorDictReplayBuffer(prefetch=3, storage=b(100), batch_size=state["_batch_size"])
+        other.load_state_dict(state)
+        out.append(other.sample().exclude("index"))
+    return out
+
+
+@same
+def sampler_state_without_replacement(L, tmp_path):
+    rb = L.TensorDictReplayBuffer(storage=L.LazyMemmapStorage(100, scratch_dir=tmp_path / "a"),
+                                  sampler=L.SamplerWithoutReplacement(drop_last=True), batch_size=8)
+    rb.extend(TensorDict({"a": torch.arange(0, 27), ("b", "c"): torch.arange(1, 28)}, batch_size=[27]))
+    for _ in rb:
+        break
+    rb.dumps(tmp_path / "dump")
+    other = L.TensorDictReplayBuffer(storage=L.LazyMemmapStorage(100, scratch_dir=tmp_path / "b"),
+                                     sampler=L.SamplerWithoutReplacement(drop_last=True), batch_size=8)
+    other.loads(tmp_path / "dump")
+    return [b["a"] for b in rb], [b["a"] for b in other]
+
+
+@same
+def slices_from_trajectory_ids_found_by_themselves(L):
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(20), sampler=L.SliceSampler(slice_len=3), batch_size=6)
+    rb.extend(TensorDict({"obs": torch.arange(12), "episode": torch.arange(12) // 4}, [12]))
+    return [rb.sample(return_info=True) for _ in range(3)]
+
+
+@same
+def slices_of_a_full_ring(L):
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(6), sampler=L.SliceSampler(slice_len=3), batch_size=3)
+    rb.extend(TensorDict({"obs": torch.arange(9), "next": {"done": torch.zeros(9, 1, dtype=torch.bool)}}, [9]))
+    return [rb.sample()["obs"] for _ in range(8)]
+
+
+@same
+def slices_shorter_than_asked(L):
+    data = TensorDict({"traj": torch.tensor([1, 1] + [0] * 10), "x": torch.arange(12),
+                       "is_init": torch.zeros(12, 1, dtype=torch.bool)}, [12])
+    out = []
+    for kwargs in ({"strict_length": False}, {"strict_length": True}, {"strict_length": False, "pad_output": True}):
+        rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(12), batch_size=8,
+                                      sampler=L.SliceSampler(num_slices=2, traj_key="traj", **kwargs))
+        rb.extend(data)
+        out.append([rb.sample() for _ in range(4)])
+    return out
+
+
+@same
+def slices_spanning_trajectory_ends(L):
+    data = TensorDict({"obs": torch.arange(1, 11).repeat(10), "eps": torch.arange(100) // 10 + 1}, [100])
+    out = []
+    for span in ((2, 2), (True, False), (False, 3)):
+        rb = L.TensorDictReplayBuffer(sampler=L.SliceSampler(num_slices=10, traj_key="eps", span=span),
+                                      batch_size=50, storage=L.LazyMemmapStorage(100))
+        rb.extend(data)
+        out.append([rb.sample() for _ in range(2)])
+    return out
+
+
+@same
+def slices_with_end_keys(L):
+    done = torch.zeros(20, 1, dtype=torch.bool).index_fill_(0, torch.tensor([4, 19]), True)
+    truncated = torch.zeros(20, 1, dtype=torch.bool).index_fill_(0, torch.tensor([9]), True)
+    data = TensorDict({"obs": torch.arange(20), "next": {"done": done, "truncated": truncated}}, [20])
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(20), batch_size=4, sampler=L.SliceSampler(
+        slice_len=2, end_keys=[("next", "done"), ("next", "truncated")], truncated_key=None))
+    rb.extend(data)
+    return [rb.sample(return_info=True) for _ in range(3)]
+
+
+@same
+def slices_without_replacement(L):
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(100), batch_size=10,
+                                  sampler=L.SliceSamplerWithoutReplacement(num_slices=2, traj_key="episode"))
+    rb.extend(TensorDict({"obs": torch.arange(30), "episode": torch.arange(30) // 6}, [30]))
+    return [[b["obs"] for b in rb] for _ in range(2)]
+
+
+@same
+def slice_sampler_errors(L):
+    done = torch.zeros(100, 1, dtype=torch.bool)
+    data = TensorDict({"episode": torch.arange(100) // 30, ("next", "done"): done}, [100])
+    wrong = TensorDict({("next", "done"): done.unsqueeze(1).expand(100, 5, 1)}, [100])
+    memmap, lists = L.LazyMemmapStorage(100), L.ListStorage(100)
+    memmap.set(range(100), wrong)
+    lists.set(range(100), data)
+    return [raised(L.SliceSampler(num_slices=20).sample, memmap, 100),
+            raised(L.SliceSampler(num_slices=20).sample, lists, 100),
+            raised(L.SliceSampler, num_slices=2, slice_len=3),
+            raised(L.SliceSampler, slice_len=2, strict_length=True, pad_output=True),
+            raised(L.SliceSampler(slice_len=3, traj_key="episode").sample, memmap, 8)]
+
+
+@same
+def replacement_false_dispatches(L):
+    return [type(L.RandomSampler(replacement=False, drop_last=True)).__name__,
+            type(L.SliceSampler(replacement=False, num_slices=2)).__name__,
+            type(L.SamplerWithoutReplacement(replacement=False)).__name__,
+            raised(L.PrioritizedSampler, 10, 1.0, 1.0, replacement=False)]
+
+
+@same
+def plain_pickles_are_copies(L):
+    out = []
+    for storage in (L.ListStorage, L.LazyTensorStorage, L.LazyMemmapStorage):
+        for sampler in (L.RandomSampler, L.SamplerWithoutReplacement):
+            for writer in (L.RoundRobinWriter, L.TensorDictMaxValueWriter):
+                rb = L.TensorDictReplayBuffer(storage=storage(5), sampler=sampler(), writer=writer(), batch_size=3)
+                copy = pickle.loads(pickle.dumps(rb))
+                out.append(rb.__dict__.keys() == copy.__dict__.keys() and all(
+                    isinstance(rb.__dict__[k], type(copy.__dict__[k])) for k in rb.__dict__))
+    return out
+
+
+@same
+def storage_iteration_and_membership(L):
+    s = L.LazyTensorStorage(5)
+    s.set(range(3), torch.arange(3))
+    lists = L.ListStorage(5)
+    lists.set(range(2), ["a", "b"])
+    return list(s), 1 in s, 4 in s, -1 in s, list(lists), 2 in lists
+
+
+@same
+def component_checkpoints(L, tmp_path):
+    out = []
+    for storage in (L.LazyTensorStorage, L.LazyMemmapStorage):
+        data = TensorDict({"a": torch.randint(10, (3,)), "b": {"c": torch.randint(10, (3,))}}, [3])
+        s = storage(10)
+        s.set(range(3), data)
+        s.dumps(tmp_path / storage.__name__)
+        s.dumps(tmp_path / storage.__name__)  # twice
+        other = storage(10)
+        other.set(range(3), data.clone().zero_())
+        other.loads(tmp_path / storage.__name__)
+        out.append(other[:])
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(5), sampler=L.SamplerWithoutReplacement(), batch_size=2)
+    rb.extend(TensorDict({"a": torch.arange(5)}, [5]))
+    rb.sample()
+    rb.sampler.dumps(tmp_path / "sampler")
+    sampler = L.SamplerWithoutReplacement()
+    sampler.loads(tmp_path / "sampler")
+    return out, sampler.sample(rb.storage, 3)[0], sampler.len_storage
+
+
+@same
+def stats_and_keys(L):
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(10))
+    rb.extend(TensorDict({"a": torch.arange(5), "n": {"b": torch.arange(5)}}, [5]))
+    stats = rb.stats()
+    return stats, rb.write_count, rb.can_sample(3), rb["a"], rb["n", "b"], rb[("a",)], rb.dim_extend
+
+
+@same
+def tensordict_buffer_refuses_other_data(L):
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(4))
+    return raised(rb.extend, torch.zeros(3)), raised(L.ReplayBuffer, transport="ray"), \
+        raised(L.ReplayBuffer, service_backend="grpc"), raised(L.ReplayBuffer, transport_options={"a": 1})
+
+
+@same
+def remote_buffer_called_locally(L):
+    rb = L.RemoteTensorDictReplayBuffer(storage=L.LazyTensorStorage(5), batch_size=2)
+    rb.extend(TensorDict({"a": torch.arange(3)}, [3]))
+    return len(rb), rb.sample().batch_size
+
+
+@pytest.mark.parametrize("name", sorted(SAME))
+def test_same_as_torchrl(name, tmp_path):
+    fn = SAME[name]
+    if "tmp_path" in inspect.signature(fn).parameters:
+        (tmp_path / "torchrl").mkdir()
+        (tmp_path / "reap").mkdir()
+        theirs = outcome(lambda lib: fn(lib, tmp_path / "torchrl"), torchrl_data)
+        mine = outcome(lambda lib: fn(lib, tmp_path / "reap"), reap_replay)
+    else:
+        theirs, mine = outcome(fn, torchrl_data), outcome(fn, reap_replay)
+    assert theirs[0] == "ok", theirs
     assert mine == theirs

@@ -96,7 +96,8 @@ def _refuse_options(name: str, *, sample_unit, checkpointer, consume_after_n_sam
         )
     if service_backend != "direct":
         raise ValueError(
-            f"ReplayBuffer supports service_backend='direct' or 'ray', not {service_backend!r}."
+            f"Unsupported service backend {service_backend!r}. Expected 'direct' (a buffer in this "
+            "process; for one in a Ray actor use reap_ray.RayReplayBuffer)."
         )
     if transport not in ("auto", "direct"):
         raise ValueError("A direct ReplayBuffer only supports transport='auto' or 'direct'.")

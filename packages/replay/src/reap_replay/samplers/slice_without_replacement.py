@@ -63,10 +63,10 @@ class SliceSamplerWithoutReplacement(SliceSampler, SamplerWithoutReplacement):
         return SliceSampler.can_sample(self, storage, batch_size)
 
     def sample(self, storage, batch_size: int):
-        num_slices, slice_len = self._shape(batch_size)
         if len(storage) == 0:
             raise RuntimeError("Cannot sample from an empty storage.")
         starts, lengths = self._bounds(storage)
+        num_slices, slice_len = self._shape(batch_size)
         traj_idx = self._draw(starts.shape[0], num_slices)
         return self._sample_slices(storage, starts, lengths, traj_idx.shape[0], slice_len, traj_idx)
 

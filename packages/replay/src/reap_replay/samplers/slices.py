@@ -249,8 +249,8 @@ class SliceSampler(Sampler):
     def sample(self, storage, batch_size: int):
         if len(storage) == 0:
             raise RuntimeError(_EMPTY)
-        num_slices, slice_len = self._shape(batch_size)
         starts, lengths = self._bounds(storage)
+        num_slices, slice_len = self._shape(batch_size)
         return self._sample_slices(storage, starts, lengths, num_slices, slice_len)
 
     def _sample_slices(self, storage, starts, lengths, num_slices, slice_len, traj_idx=None):

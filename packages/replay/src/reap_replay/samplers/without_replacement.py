@@ -65,12 +65,6 @@ class SamplerWithoutReplacement(Sampler):
         """The next ``batch_size`` of the epoch's permutation of ``range(n)``."""
         if n == 0:
             raise RuntimeError(_EMPTY)
-        if self.drop_last and batch_size > n:
-            raise ValueError(
-                f"The batch size ({batch_size}) is greater than the storage capacity ({n}). "
-                "This makes it impossible to return a sample without repeating indices. Consider "
-                "changing the sampler class or turn the 'drop_last' argument to False."
-            )
         remaining = 0 if self._sample_list is None else self._sample_list.numel() - self._pos
         if (
             self._sample_list is None
@@ -82,6 +76,12 @@ class SamplerWithoutReplacement(Sampler):
             self._pos = 0
             self.len_storage = n
             self._ran_out = False
+        if self.drop_last and batch_size > n:
+            raise ValueError(
+                f"The batch size ({batch_size}) is greater than the storage capacity ({n}). "
+                "This makes it impossible to return a sample without repeating indices. Consider "
+                "changing the sampler class or turn the 'drop_last' argument to False."
+            )
         index = self._sample_list[self._pos : self._pos + batch_size]
         self._pos += index.numel()
         remaining = self._sample_list.numel() - self._pos
