@@ -40,8 +40,18 @@ def _per_agent():
                                 "done": torch.rand(2, 6, 3, generator=g) < 0.3}}, [2, 6])
 
 
+def _no_feature_dims():
+    g = torch.Generator().manual_seed(7)
+    done = torch.zeros(9, dtype=torch.bool)
+    done[4] = True
+    return TensorDict({"obs": torch.randn(9, generator=g), "action": torch.rand(9, generator=g),
+                       "next": {"obs": torch.randn(9, generator=g), "reward": torch.rand(9, generator=g), "done": done}},
+                      [9])
+
+
 BATCHES = {
     "1-dim": lambda: _batch((10,)),
+    "no-feature-dims": _no_feature_dims,
     "2-dims": lambda: _batch((3, 10), seed=1),
     "3-dims": lambda: _batch((2, 3, 7), seed=2),
     "mask": _masked,
@@ -95,5 +105,8 @@ def test_refusals():
         MultiStep(1.5, 2)
     td = TensorDict({"x": torch.zeros(2, 3, 5), "next": {"reward": torch.zeros(2, 3, 1),
                                                          "done": torch.zeros(2, 3, 4, dtype=torch.bool)}}, [2, 3])
-    with pytest.raises(ValueError, match=r"\('next', 'done'\) has shape \(2, 3, 4\)"):
+    with pytest.raises(RuntimeError, match=r"tensordict shape must be compatible.*\('next', 'done'\) has shape \(2, 3, 4\)"):
         MultiStep(0.9, 2)(td)
+    postprocs = pytest.importorskip("torchrl.data.postprocs")
+    with pytest.raises(RuntimeError, match="tensordict shape must be compatible"):
+        postprocs.MultiStep(0.9, 2)(td)

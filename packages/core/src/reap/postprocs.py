@@ -66,10 +66,11 @@ class MultiStep(torch.nn.Module):
             try:  # one flag per agent: the done's dims become the batch's, time moved last
                 td.batch_size = done.shape
             except RuntimeError as err:
-                raise ValueError(
-                    f"MultiStep: ('next', {self.done_key!r}) has shape {tuple(done.shape)}, not the batch "
-                    f"shape {tuple(tensordict.shape)} (with a trailing 1); a done of more dims (one per "
-                    "agent) needs every entry to start with its shape, and some do not"
+                raise RuntimeError(
+                    "MultiStep: the tensordict shape must be compatible with the done's shape (trailing "
+                    f"singleton dimension excluded): ('next', {self.done_key!r}) has shape "
+                    f"{tuple(done.shape)}, the batch {tuple(tensordict.shape)}; a done of more dims (one "
+                    "per agent) needs every entry to start with its shape, and some do not"
                 ) from err
             td = td.transpose(ndim - 1, td.batch_dims - 1)
             done = td.get(("next", self.done_key))
