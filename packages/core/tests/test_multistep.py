@@ -1,6 +1,6 @@
 """``MultiStep``: TorchRL's output on the same batches (any number of batch dims, ``n_steps``
 longer than the batch, a collector mask, rewards and dones without a trailing dim, one done flag
-per agent), and values recorded from TorchRL for runs without it."""
+per agent), and values recorded from TorchRL for runs without it; ``DensifyReward`` likewise."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from reap import MultiStep
+from reap.postprocs import DensifyReward
 
 
 def _batch(shape, seed=0, p=0.25):
@@ -110,3 +111,25 @@ def test_refusals():
     postprocs = pytest.importorskip("torchrl.data.postprocs")
     with pytest.raises(RuntimeError, match="tensordict shape must be compatible"):
         postprocs.MultiStep(0.9, 2)(td)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"discount": 0.9, "reward_key_out": "to_go"}])
+@pytest.mark.parametrize("shape", [(10,), (3, 12), (2, 3, 7)])
+def test_densify_reward_same_as_torchrl(shape, kwargs):
+    postprocs = pytest.importorskip("torchrl.data.postprocs")
+    td = _batch(shape, seed=len(shape))
+    ours, theirs = DensifyReward(**kwargs)(td.clone()), postprocs.DensifyReward(**kwargs)(td.clone())
+    for key in theirs.keys(True, True):
+        torch.testing.assert_close(ours[key], theirs[key])
+
+
+def test_densify_reward_sums_each_trajectory():
+    done = torch.tensor([False, False, True, False, True, False]).unsqueeze(-1)
+    reward = torch.tensor([1.0, 0.0, 2.0, 0.0, 5.0, 4.0]).unsqueeze(-1)
+    td = TensorDict({"next": {"reward": reward, "done": done}}, [6])
+    out = DensifyReward(discount=0.5, reward_key_out="to_go")(td)
+    # recorded from TorchRL 0.14.1: 1 + 0.5 * (0 + 0.5 * 2) = 1.5, ...
+    assert out["next", "to_go"].flatten().tolist() == [1.5, 1.0, 2.0, 2.5, 5.0, 4.0]
+    assert out["next", "reward"].equal(reward)
+    with pytest.raises(RuntimeError, match="reward and done state are expected to have the same shape"):
+        DensifyReward()(TensorDict({"next": {"reward": torch.zeros(6), "done": done}}, [6]))

@@ -1,4 +1,5 @@
-"""Batch post-processing for a collector's ``postproc``: ``MultiStep`` n-step returns.
+"""Batch post-processing for a collector's ``postproc``: ``MultiStep`` n-step returns and
+``DensifyReward`` (each step's reward becomes its reward-to-go).
 
 Examples:
     >>> import torch
@@ -14,7 +15,8 @@ Examples:
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, unravel_key
+from tensordict.nn import TensorDictModuleBase
 
 DONE_KEYS = ("done", "terminated", "truncated")
 
@@ -114,3 +116,46 @@ class MultiStep(torch.nn.Module):
 def _expand_right(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """``t`` with trailing singleton dims added and expanded to ``like``'s shape."""
     return t.reshape(*t.shape, *([1] * (like.ndim - t.ndim))).expand_as(like)
+
+
+class DensifyReward(TensorDictModuleBase):
+    """Each step's ``("next", reward_key)`` becomes its reward-to-go, TorchRL's ``DensifyReward``:
+    the sum of the rewards from there to the end of its trajectory (``("next", done_key)``
+    ends one; the last step of the batch too), discounted by ``discount``, written at
+    ``("next", reward_key_out)`` (``reward_key`` by default). Time is the reward's
+    second-to-last dim, as in TorchRL (``time_dim`` is kept for its signature).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> done = torch.tensor([False, True, False, False]).unsqueeze(-1)
+        >>> batch = TensorDict({"next": {"reward": torch.tensor([0.0, 3.0, 0.0, 7.0]).unsqueeze(-1),
+        ...                              "done": done}}, [4])
+        >>> DensifyReward()(batch)["next", "reward"].flatten().tolist()
+        [3.0, 3.0, 7.0, 7.0]
+    """
+
+    def __init__(self, *, reward_key="reward", done_key="done", reward_key_out=None, time_dim: int = 2,
+                 discount: float = 1.0):
+        super().__init__()
+        self.in_keys = [unravel_key(reward_key), unravel_key(done_key)]
+        self.out_keys = [unravel_key(reward_key if reward_key_out is None else reward_key_out)]
+        self.time_dim = time_dim
+        self.discount = discount
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        reward = tensordict.get(unravel_key(("next", self.in_keys[0])))
+        done = tensordict.get(unravel_key(("next", self.in_keys[1])))
+        if reward.shape != done.shape:
+            raise RuntimeError(
+                "DensifyReward: reward and done state are expected to have the same shape, got "
+                f"reward.shape={tuple(reward.shape)} and done.shape={tuple(done.shape)}"
+            )
+        going_on = ~done.bool()
+        out = reward.clone()
+        dim = reward.ndim - 2
+        for t in reversed(range(reward.shape[dim] - 1)):
+            later = out.select(dim, t + 1) * going_on.select(dim, t)
+            out.select(dim, t).add_(later, alpha=self.discount)
+        tensordict.set(unravel_key(("next", self.out_keys[0])), out)
+        return tensordict
