@@ -484,7 +484,7 @@ class ReplayBuffer:
 
     def set_(self, key, value) -> ReplayBuffer:
         """Overwrites entry ``key`` of every stored item with ``value`` (rows in storage order)."""
-        return self.set_at_(key, value, slice(None))
+        return self.set_at_(key, value, slice(0, len(self)))
 
     def set_at_(self, key, value, index) -> ReplayBuffer:
         """Overwrites entry ``key`` of the items at ``index``."""
