@@ -414,18 +414,22 @@ class ValueEstimatorBase(TensorDictModuleBase):
         out.append(out[1] if terminated is None else terminated)
         return out
 
-    def _buffer(self, name: str, like: torch.Tensor) -> torch.Tensor:
+    def _buffer(self, name: str, like: torch.Tensor) -> Coefficient:
+        """The buffer on ``like``'s device; a 0-dim one on the CPU as a number (the functions'
+        fast path, no per-call range check; its value is the buffer's, as in TorchRL)."""
         value = getattr(self, name)
         if value.device != like.device:
             value = value.to(like.device)
             setattr(self, name, value)
-        return value
+        return value.item() if value.ndim == 0 and value.device.type == "cpu" else value
 
     def _gamma(self, tensordict, reward):
         """``gamma``, raised to ``steps_to_next_obs`` where the batch has it (``MultiStep``)."""
         gamma = self._buffer("gamma", reward)
         steps = tensordict.get(self._tensor_keys.steps_to_next_obs, None)
-        return gamma if steps is None else gamma ** steps.view_as(reward)
+        if steps is None:
+            return gamma
+        return torch.as_tensor(gamma, dtype=reward.dtype, device=reward.device) ** steps.view_as(reward)
 
     def _group_ids(self, tensordict):
         if self.group_key is None:
