@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -183,40 +181,12 @@ def test_nothing_is_unpickled(tmp_path, monkeypatch):
     assert len(other) == 6
 
 
-CRASHING_WRITER = """
-import os, sys, torch
-from tensordict import TensorDict
-from reap_replay import LazyMemmapStorage, LazyTensorStorage, TensorDictReplayBuffer
-from reap_replay import checkpoint as ckpt
-scratch, ckpt_dir = sys.argv[1], sys.argv[2]
-# 1. a memmap buffer written in 7 extends (wrapping around a 50-row ring)
-rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(50, scratch_dir=scratch))
-for i in range(7):
-    ids = torch.arange(i * 10, i * 10 + 10, dtype=torch.float32)
-    rb.extend(TensorDict({"obs": ids[:, None].expand(10, 3).clone(), "next": {"r": ids.clone()}}, [10]))
-# 2. a checkpoint, then a second dumps killed in the middle
-small = TensorDictReplayBuffer(storage=LazyTensorStorage(16))
-small.extend(TensorDict({"x": torch.arange(4.0)}, [4]))
-small.dumps(ckpt_dir)
-small.extend(TensorDict({"x": torch.arange(4.0, 9.0)}, [5]))
-ckpt._hook = lambda name: os._exit(9) if name == "data_renamed" else None
-small.dumps(ckpt_dir)
-"""
 
-
-@pytest.fixture(scope="module")
-def crashed(tmp_path_factory):
-    """One process that writes a memmap buffer, then dies (os._exit) in the middle of dumps."""
-    root = tmp_path_factory.mktemp("crash")
-    scratch, ckpt_dir = root / "scratch", root / "ckpt"
-    proc = subprocess.run(
-        [sys.executable, "-c", CRASHING_WRITER, str(scratch), str(ckpt_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 9, proc.stderr
-    return scratch, ckpt_dir
+@pytest.fixture
+def crashed(killed_process):
+    """A memmap buffer left by a process that died without flush or cleanup, and a checkpoint
+    whose second ``dumps`` that process was killed in the middle of."""
+    return killed_process["scratch"], killed_process["ckpt_dir"]
 
 
 def test_killed_process_mid_dump_leaves_a_loadable_checkpoint(crashed):

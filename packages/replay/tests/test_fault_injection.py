@@ -11,8 +11,6 @@ import gc
 import json
 import os
 import shutil
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -400,44 +398,10 @@ def test_crash_inside_an_inplace_dumps(tmp_path, dumps_crashing_at, step):
     assert len(fresh) == CAPACITY
 
 
-KILLED_WRITER = """
-import os, sys, torch
-from tensordict import TensorDict
-from reap_replay import LazyMemmapStorage, TensorDictPrioritizedReplayBuffer, storages
-def data(n, start):
-    ids = torch.arange(start, start + n, dtype=torch.float32)
-    return TensorDict({"obs": ids[:, None].expand(n, 3).clone(), "count": torch.arange(start, start + n),
-                       "next": {"reward": ids[:, None].clone(), "done": torch.zeros(n, 1, dtype=torch.bool)}}, [n])
-for path in sys.argv[1:]:
-    rb = TensorDictPrioritizedReplayBuffer(alpha=0.7, beta=0.5, batch_size=8,
-                                           storage=LazyMemmapStorage(32, scratch_dir=path))
-    rb.extend(data(40, 0))
-    rb.dumps(path)
-# the second buffer is killed between the leaves of a write: the first leaf of rows 8..11 is
-# new, the others old; the first buffer was not written after its dumps
-calls = []
-original = storages.TensorStorage._write_leaf
-def write_leaf(buf, index, value):
-    original(buf, index, value)
-    calls.append(1)
-    if len(calls) == 1:
-        os._exit(9)
-storages.LazyMemmapStorage._write_leaf = staticmethod(write_leaf)
-rb.extend(data(4, 900))
-"""
-
-
-@pytest.fixture(scope="module")
-def killed(tmp_path_factory):
-    """One process: two in-place checkpoints, then killed in the middle of a write to the second."""
-    root = tmp_path_factory.mktemp("killed")
-    after_dumps, mid_extend = root / "after_dumps", root / "mid_extend"
-    proc = subprocess.run(
-        [sys.executable, "-c", KILLED_WRITER, str(after_dumps), str(mid_extend)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 9, proc.stderr
-    return {"after_dumps": after_dumps, "mid_extend": mid_extend}
+@pytest.fixture
+def killed(killed_process):
+    """Two in-place checkpoints of a process, then killed in the middle of a write to the second."""
+    return killed_process
 
 
 @pytest.mark.slow
