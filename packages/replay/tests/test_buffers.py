@@ -73,6 +73,8 @@ def test_sample_shapes_and_info():
     assert torch.equal(sample["index"], info["index"])
     assert torch.equal(sample["observation"][:, 0], info["index"].float())
     assert torch.equal(sample["next", "observation"][:, 0], info["index"].float() + 1)
+    with pytest.warns(UserWarning, match="conflicting batch_sizes in constructor \\(8\\) and `sample` \\(3\\)"):
+        assert rb.sample(3)["action"].shape == (3, 6)  # TorchRL's warning, once per buffer
     assert rb.sample(3)["action"].shape == (3, 6)
 
 
@@ -155,7 +157,8 @@ def test_list_storage_any_objects():
     sample = rb.sample()
     assert isinstance(sample, list) and len(sample) == 2
     rb.extend([torch.tensor(1.0)] * 3)
-    assert rb.sample(5).shape == (5,)
+    with pytest.warns(UserWarning, match="conflicting batch_sizes"):
+        assert rb.sample(5).shape == (5,)
     unbounded = ReplayBuffer(storage=ListStorage())
     unbounded.extend(list(range(5000)))
     assert len(unbounded) == 5000
@@ -249,7 +252,8 @@ def test_prefetch_returns_batches_and_stops():
         sample = rb.sample()
         assert sample.batch_size == (5,)
         assert torch.equal(sample["observation"][:, 0], sample["index"].float())
-    assert rb.sample(7).batch_size == (7,)  # another size bypasses the prefetch queue
+    with pytest.warns(UserWarning, match="conflicting batch_sizes"):
+        assert rb.sample(7).batch_size == (7,)  # another size bypasses the prefetch queue
     rb.close()
     assert rb.sample().batch_size == (5,)
 

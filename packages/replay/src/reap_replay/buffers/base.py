@@ -11,13 +11,14 @@ by the other. A ``ListStorage``, a storage never written to, a ``PrioritizedSamp
 ``TensorDictMaxValueWriter`` cannot be shared that way, which raises, as in TorchRL.
 
 Examples:
-    >>> import torch
+    >>> import pickle, torch
     >>> from reap_replay import LazyTensorStorage, ReplayBuffer
-    >>> rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
-    >>> rb.extend(torch.arange(10)).shape
-    torch.Size([10])
-    >>> len(rb), rb.sample().shape
-    (10, torch.Size([4]))
+    >>> rb = ReplayBuffer(storage=LazyTensorStorage(8))
+    >>> _ = rb.extend(torch.arange(3))
+    >>> copy = pickle.loads(pickle.dumps(rb))  # not on its way to a process: a copy
+    >>> _ = copy.extend(torch.arange(2))
+    >>> len(rb), len(copy)
+    (3, 5)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from tensordict import TensorDictBase, is_tensor_collection
 
+from reap_replay._aliases import DumpsAliases
 from reap_replay._warn import _warn_once
 from reap_replay.buffers import checkpointing
 from reap_replay.buffers.checkpointing import _check_positive
@@ -154,7 +156,7 @@ class _SharedLock:
         return {**self.__dict__, "depth": 0}
 
 
-class ReplayBuffer:
+class ReplayBuffer(DumpsAliases):
     """A replay buffer: ``extend``/``add`` write through the writer, ``sample`` reads.
 
     Keyword Args:
@@ -811,15 +813,3 @@ class ReplayBuffer:
                 ``False`` trusts the bytes, for huge buffers. Defaults to ``True``.
         """
         checkpointing.load(self, path, verify_checksum)
-
-    def save(self, *args, **kwargs) -> None:
-        """Alias of :meth:`dumps`."""
-        self.dumps(*args, **kwargs)
-
-    def dump(self, *args, **kwargs) -> None:
-        """Alias of :meth:`dumps`."""
-        self.dumps(*args, **kwargs)
-
-    def load(self, *args, **kwargs) -> None:
-        """Alias of :meth:`loads`."""
-        self.loads(*args, **kwargs)

@@ -8,6 +8,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+from reap_replay._aliases import DumpsAliases
+
 
 def _check_max_size(max_size, *, allow_none=False):
     if max_size is None and allow_none:
@@ -130,7 +132,7 @@ def _exact_cast(key, value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     )
 
 
-class Storage:
+class Storage(DumpsAliases):
     """Base class of storages: ``set``, ``get``, ``__len__``, ``state_dict``.
 
     ``storage[index]`` reads as ``get``; ``storage[index] = data`` writes as ``set`` (it never
@@ -191,18 +193,6 @@ class Storage:
         from reap_replay.buffers import ReplayBuffer
 
         ReplayBuffer(storage=self).loads(path)
-
-    def save(self, *args, **kwargs) -> None:
-        """Alias of :meth:`dumps`."""
-        self.dumps(*args, **kwargs)
-
-    def dump(self, *args, **kwargs) -> None:
-        """Alias of :meth:`dumps`."""
-        self.dumps(*args, **kwargs)
-
-    def load(self, *args, **kwargs) -> None:
-        """Alias of :meth:`loads`."""
-        self.loads(*args, **kwargs)
 
     def attach(self, buffer) -> None:
         """TorchRL's hook for buffers reading this storage; reap's buffers need none."""
