@@ -226,8 +226,18 @@ class _RecurrentModule(TensorDictModuleBase):
         return TensorDictPrimer(primers, expand_specs=True)
 
     # ---- forward --------------------------------------------------------------------------
+    def forward(self, *args, **kwargs) -> TensorDictBase:
+        """``forward(tensordict)``; called with keyword tensors instead (``module(observation=...,
+        is_init=...)``) it returns the out_keys' values, as TorchRL's."""
+        if len(args) == 1 and not kwargs and isinstance(args[0], TensorDictBase):
+            return self._forward(args[0])  # a collector's every step: no dispatch overhead (~5 us)
+        return self._dispatched(*args, **kwargs)
+
     @dispatch
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+    def _dispatched(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self._forward(tensordict)
+
+    def _forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         if "is_init" not in tensordict.keys():
             raise KeyError(
                 f"{type(self).__name__}: the input has no 'is_init' entry; add InitTracker() to the env "
