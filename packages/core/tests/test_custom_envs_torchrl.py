@@ -61,8 +61,7 @@ def test_tutorial_env_through_the_collector_matches_torchrl():
     env = make_pendulum_class(EnvBase, reap.specs)(seed=3)
     assert repr(env) == "Pendulum()"  # TorchRL's (an nn.Module's repr)
     assert sorted(env.state_spec.keys()) == ["th", "thdot"] and env.full_state_spec is env.state_spec
-    assert env.done_spec == Composite({k: Binary(1, dtype=torch.bool) for k in ("done", "terminated", "truncated")},
-                                      device="cpu")
+    assert env.done_spec == Composite({k: Binary(1, dtype=torch.bool) for k in ("done", "terminated")}, device="cpu")
     with reap.Collector(env, policy, frames_per_batch=50, total_frames=50, max_frames_per_traj=20) as c:
         (ours,) = list(c)
     assert ours["next", "truncated"].flatten().nonzero().flatten().tolist() == [19, 39]
@@ -100,10 +99,10 @@ def test_setters_follow_torchrl_rules():
     assert env.reward_spec.dtype == torch.float64
     # a single done spec stands for every flag; a Composite's missing flags copy "done"
     env.done_spec = Categorical(2, shape=(2, 1), dtype=torch.bool)
-    assert list(env.done_spec.keys()) == ["done", "terminated", "truncated"]
+    assert list(env.done_spec.keys()) == ["done", "terminated"]
     assert all(spec == Categorical(2, shape=(2, 1), dtype=torch.bool) for spec in env.done_spec.values())
     env.full_done_spec = Composite(terminated=Binary(shape=(2, 1), dtype=torch.bool), shape=(2,))
-    assert env.done_keys == ["done", "terminated", "truncated"]  # "done" from "terminated", as TorchRL's
+    assert env.done_keys == ["done", "terminated"]  # "done" from "terminated", as TorchRL's
     env.full_state_spec = Composite(observation=Unbounded(shape=(2, 3)), shape=(2,))
     assert list(env.input_spec["full_state_spec"].keys()) == ["observation"]
     env.state_spec = None
@@ -115,10 +114,6 @@ def test_setters_follow_torchrl_rules():
      r"The value of spec.shape \(torch.Size\(\[1\]\)\) must match the env batch size \(torch.Size\(\[2\]\)\). "
      r"Please use `env.action_spec_unbatched = value` to set unbatched versions instead."),
     ("reward_spec", Unbounded(shape=()), ValueError, r"Please use `env.reward_spec_unbatched = value`"),
-    ("done_spec", Composite(done=Binary(shape=(2, 1), dtype=torch.bool), other=Binary(shape=(2, 1), dtype=torch.bool),
-                            shape=(2,)), ValueError,
-     r"done_spec: reap's top-level done flags are \('done', 'terminated', 'truncated'\), got \['other'\] too; nest "
-     "other flags under a key"),
     ("done_spec", Binary(shape=(2, 1)), ValueError,
      r"done_spec: the 'done' flag must be a torch.bool spec of shape \(2, 1\)"),
     ("state_spec", Unbounded(shape=(2, 1)), TypeError, "The type of an state_spec must be Composite."),

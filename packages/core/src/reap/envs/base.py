@@ -39,7 +39,7 @@ Examples:
     >>> env.rollout(5)["next", "reward"].shape
     torch.Size([5, 1])
     >>> env.done_keys
-    ['done', 'terminated', 'truncated']
+    ['done', 'terminated']
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ class _EnvMeta(type):
     def __call__(cls, *args, **kwargs):
         spec_locked = kwargs.pop("spec_locked", True)
         env = super().__call__(*args, **kwargs)
+        env._complete_done_specs()
         env._check_key_collisions()
         env.set_spec_lock_(bool(spec_locked))
         return env
@@ -87,7 +88,12 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         # TorchRL's signature, so that a subclass's ``__new__`` may pass its arguments on
         if not _batch_locked:
             raise ValueError(f"{cls.__name__}: reap envs are batch-locked; _batch_locked=False is not supported")
-        return super().__new__(cls)
+        env = super().__new__(cls)
+        for side in ("_input_spec", "_output_spec"):  # specs a subclass set on the class, as TorchRL takes them
+            if isinstance(cls.__dict__.get(side), Composite):
+                env.__dict__[side] = getattr(cls, side).clone()
+                delattr(cls, side)
+        return env
 
     def __init__(self, *, device=None, batch_size=None, run_type_checks: bool = False,
                  allow_done_after_reset: bool = False, spec_locked: bool = True, auto_reset: bool = False):
@@ -138,7 +144,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def root_specs(self) -> dict:
         """Leaf specs of the root-side arrays (observations, done flags, actions), by leaf key."""
         specs = _leaves(self.observation_spec)
-        specs.update(_leaves(self.done_spec))
+        specs.update(self._array_flags())
         specs.update(_leaves(self.full_action_spec))
         return specs
 
@@ -146,8 +152,16 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         """Leaf specs of the next-side arrays (observations, rewards, done flags), by leaf key."""
         specs = _leaves(self.observation_spec)
         specs.update(_leaves(self.full_reward_spec))
-        specs.update(_leaves(self.done_spec))
+        specs.update(self._array_flags())
         return specs
+
+    def _array_flags(self) -> dict:
+        """The done flags, with a top-level ``"truncated"`` beside ``"done"``: the collectors' batches
+        carry it (set where they cut a trajectory) even when the env has none."""
+        flags = _leaves(self.done_spec)
+        if "done" in flags and "truncated" not in flags:
+            flags["truncated"] = flags["done"].clone()
+        return flags
 
     @property
     def state_keys(self) -> tuple:
@@ -178,7 +192,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
                 _write(root[key], t, value, mask)
 
     def _written_on_reset(self) -> tuple:
-        return self._cached("_on_reset", lambda: (*self.state_keys, *_leaves(self.done_spec)))
+        return self._cached("_on_reset", lambda: (*self.state_keys, *self.done_keys))
 
     def _step_into(self, action, t: int, root: dict, nxt: dict) -> None:
         """Step every env with the actions of ``root[...][t]`` and write ``nxt[key][t]``."""
@@ -187,7 +201,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             td.set(key, torch.as_tensor(root[key][t]))  # a NumPy scalar for a scalar entry
         out = self._step_proc_data(self._step(td))
         for key in self._cached("_on_step", lambda: tuple(self.next_specs())):
-            nxt[key][t] = out.get(key).numpy(force=True)
+            value = out.get(key, None)
+            nxt[key][t] = 0 if value is None else value.numpy(force=True)  # a flag the env lacks
 
     def _partial_step_into(self, action, t: int, root: dict, nxt: dict, mask: np.ndarray) -> None:
         """Step the envs selected by ``mask`` (batch-shaped, some False) and write ``nxt[key][t]``.
@@ -404,17 +419,11 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         """The root of the next step (TorchRL's env ``step_mdp``): the root's entries but the
         rewards, done flags and ``_reset``, then the carried entries and done flags of ``"next"``;
         the actions are kept."""
-        nxt = next_tensordict.get("next")
         carried = self.state_keys
         dropped = ["next", *self.done_keys, *(replace_last(k, "_reset") for k in self.done_keys),
                    *(k for k in self.reward_keys if k not in carried)]
-        out = next_tensordict.exclude(*dropped)
-        for key in (*carried, *self.done_keys):
-            if not is_hidden(key):
-                value = nxt.get(key, None)
-                if value is not None:
-                    out.set(key, value)
-        return out
+        taken = _key_tree(k for k in (*carried, *self.done_keys) if not is_hidden(k))
+        return _place(taken, next_tensordict.get("next"), next_tensordict.exclude(*dropped))
 
     def any_done(self, tensordict: TensorDictBase) -> bool:
         """Whether an env of ``tensordict`` is done; its ``_reset`` entries then say which."""
@@ -450,11 +459,20 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def cardinality(self, tensordict: TensorDictBase | None = None) -> int:
         return self.full_action_spec.cardinality()
 
-    def fake_tensordict(self) -> TensorDict:
-        """A zeroed TensorDict shaped like one step (root entries and ``"next"``), from the specs."""
-        root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size)
-        nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size)
+    def fake_tensordict(self) -> TensorDictBase:
+        """A zeroed TensorDict shaped like one step (root entries and ``"next"``), from the specs
+        (for an env of the array API: from its arrays, which may hold bookkeeping entries)."""
+        if self._torchrl_style:
+            root = self.full_state_spec.zero().update(self.full_action_spec.zero())
+            root.update(self.full_observation_spec.zero())
+            nxt = self.full_observation_spec.zero().update(self.full_reward_spec.zero())
+            nxt.update(self.full_done_spec.zero())
+            root.update(self.full_done_spec.zero())
+        else:
+            root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size)
+            nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size)
         root.set("next", nxt)
+        root.batch_size = self.batch_size
         return root
 
     def add_truncated_keys(self):
@@ -578,6 +596,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def _set_truncated(self, result: TensorDictBase) -> None:
         """The last step truncated (and done) for every env, wherever the rollout stopped."""
         keys = [k for k in self.done_keys if (k if isinstance(k, str) else k[-1]) == "truncated"]
+        if not keys and not self._torchrl_style and "truncated" in result.get("next").keys():
+            keys = ["truncated"]  # the flag reap's array envs always carry
         if not keys:
             raise RuntimeError("set_truncated was set to True but no truncated key could be found. Make sure a "
                                "'truncated' entry was set in the environment full_done_keys using "
@@ -641,11 +661,44 @@ def _tuple(key) -> tuple:
     return (key,) if isinstance(key, str) else tuple(key)
 
 
+def _key_tree(keys) -> dict:
+    """``[("a", "b"), "c"]`` as ``{"a": {"b": {}}, "c": {}}``."""
+    tree: dict = {}
+    for key in keys:
+        node = tree
+        for part in _tuple(key):
+            node = node.setdefault(part, {})
+    return tree
+
+
+def _place(tree: dict, source: TensorDictBase, dest: TensorDictBase) -> TensorDictBase:
+    """The entries of ``tree`` copied from ``source`` into ``dest``, level by level, each stacked
+    TensorDict of a lazy stack on its own (their entries may differ in shape)."""
+    for key, sub in tree.items():
+        value = source.get(key, None)
+        if value is None:
+            continue
+        if sub and isinstance(value, TensorDictBase):
+            out = dest.get(key, None)
+            if out is None or out.batch_size != value.batch_size:
+                out = value.empty()
+            if isinstance(value, LazyStackedTensorDict):
+                dim = value.stack_dim
+                out = LazyStackedTensorDict.lazy_stack(
+                    [_place(sub, v, o) for v, o in zip(value.tensordicts, out.unbind(dim))], dim)
+            else:
+                out = _place(sub, value, out)
+            value = out
+        dest.set(key, value)
+    return dest
+
+
 def _replay(actions, key):
     iterator = iter(actions)
 
     def policy(td):
-        return td.set(key, torch.as_tensor(next(iterator)))
+        action = next(iterator)
+        return td.set(key, action if isinstance(action, TensorDictBase) else torch.as_tensor(action))
 
     return policy
 

@@ -10,9 +10,8 @@ entry (``"action"``, ``"reward"``, ``"done"`` and ``"terminated"``).
 After construction the specs are locked (TorchRL's ``spec_locked=True``): change them through
 the setters (``env.observation_spec = ...``) or after ``env.set_spec_lock_(False)``.
 
-reap's addition: the top-level done group always holds ``"done"``, ``"terminated"`` and
-``"truncated"`` (a missing one is a copy), ``torch.bool`` of shape ``(*batch_size, 1)``: the
-collectors read them.
+reap's rule: the top-level ``"done"``, ``"terminated"`` and ``"truncated"`` flags, which the
+collectors read, are ``torch.bool`` of shape ``(*batch_size, 1)``.
 """
 
 from __future__ import annotations
@@ -38,18 +37,27 @@ class EnvSpecs:
     """The spec storage and accessors of :class:`~reap.envs.EnvBase` (see the module docstring)."""
 
     def _init_specs(self, batch_size, device) -> None:
+        """The default specs (no observation, no action, a ``"reward"``, ``"done"`` and ``"terminated"``),
+        around the specs a subclass already gave (TorchRL's class-level ``_input_spec``)."""
         batch = self.batch_size
         spec_device = _ordinal(device)  # None unless given, as TorchRL's
-        self.__dict__["_input_spec"] = Composite(
-            full_action_spec=Composite(shape=batch, device=spec_device),
-            full_state_spec=Composite(shape=batch, device=spec_device), shape=batch, device=spec_device)
-        done = Composite({k: default_done_spec(batch, spec_device) for k in FLAG_KEYS}, shape=batch,
-                         device=spec_device)
-        self.__dict__["_output_spec"] = Composite(
-            full_observation_spec=Composite(shape=batch, device=spec_device),
-            full_reward_spec=Composite(reward=Unbounded(shape=(*batch, 1), device=spec_device), shape=batch,
-                                       device=spec_device),
-            full_done_spec=done, shape=batch, device=spec_device)
+        inputs, outputs = self.__dict__.get("_input_spec"), self.__dict__.get("_output_spec")
+        inputs = Composite(shape=batch, device=spec_device) if inputs is None else inputs
+        outputs = Composite(shape=batch, device=spec_device) if outputs is None else outputs
+        if spec_device is not None:
+            inputs, outputs = inputs.to(spec_device), outputs.to(spec_device)
+        for storage, name, default in (
+                (inputs, "full_action_spec", lambda: Composite(shape=batch, device=spec_device)),
+                (inputs, "full_state_spec", lambda: Composite(shape=batch, device=spec_device)),
+                (outputs, "full_observation_spec", lambda: Composite(shape=batch, device=spec_device)),
+                (outputs, "full_reward_spec", lambda: Composite(reward=Unbounded(shape=(*batch, 1), device=spec_device),
+                                                                shape=batch, device=spec_device)),
+                (outputs, "full_done_spec", lambda: Composite(
+                    {k: default_done_spec(batch, spec_device) for k in ("done", "terminated")}, shape=batch,
+                    device=spec_device))):
+            if storage.get(name) is None:
+                storage[name] = default()
+        self.__dict__["_input_spec"], self.__dict__["_output_spec"] = inputs, outputs
         self.__dict__["_keys_cache"] = {}
 
     # ---- storage, locking ----------------------------------------------------------------------
@@ -346,22 +354,13 @@ class EnvSpecs:
         self._set("_output_spec", "full_done_spec", value)
 
     def _check_top_flags(self, spec: Composite) -> None:
-        """reap's rule: a top-level done group has the three flags, bool, ``(*batch_size, 1)``."""
-        flags = [k for k, v in spec.items() if not isinstance(v, Composite)]
-        if not flags:
-            return
-        if "done" in flags and "truncated" not in flags:
-            spec["truncated"] = spec["done"].clone()
+        """reap's rule: the top-level done flags are bool, ``(*batch_size, 1)`` (the collectors read them)."""
         shape = (*self.batch_size, 1)
         for key in FLAG_KEYS:
-            flag = spec[key]
-            if flag.shape != shape or flag.dtype != torch.bool:
+            flag = spec.get(key)
+            if flag is not None and not isinstance(flag, Composite) and (flag.shape != shape or flag.dtype != torch.bool):
                 raise ValueError(f"done_spec: the {key!r} flag must be a torch.bool spec of shape {shape} (the env's "
                                  f"batch_size and 1), got {flag!r}")
-        extra = sorted(set(flags) - set(FLAG_KEYS))
-        if extra:
-            raise ValueError(f"done_spec: reap's top-level done flags are {FLAG_KEYS}, got {extra} too; nest other "
-                             "flags under a key")
 
     @property
     def done_keys(self) -> list:
@@ -423,6 +422,17 @@ class EnvSpecs:
     full_state_spec_unbatched = state_spec_unbatched
     input_spec_unbatched = property(lambda self: self._make_single_env_spec(self.input_spec))
     output_spec_unbatched = property(lambda self: self._make_single_env_spec(self.output_spec))
+
+    def _complete_done_specs(self) -> None:
+        """TorchRL's post-construction completion of done specs a subclass stored itself."""
+        storage = self.__dict__.get("_output_spec")
+        if storage is not None and not self._overrides("observation_spec"):
+            done = storage["full_done_spec"]
+            keys = set(done.keys(True, True))
+            complete_done_spec(done)
+            if set(done.keys(True, True)) != keys:
+                self.__dict__["_keys_cache"] = {}
+            self._check_top_flags(done)
 
     def _check_key_collisions(self) -> None:
         """TorchRL's post-construction check: an output key in two specs, or an input key in two."""

@@ -170,6 +170,8 @@ class GymEnv(EnvBase):
         self._plain_obs = next(iter(specs)) if plain else None
         self.observation_spec = Composite(specs, shape=batch)
         self.action_spec = as_spec(act_space)
+        flag = Categorical(2, shape=(*batch, 1), dtype=torch.bool)
+        self.done_spec = Composite(done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=batch)
         # one-hot actions become indices (a vector env's in this buffer) before gym.step
         self._one_hot_action = isinstance(self.action_spec, OneHot)
         self._action_index = np.zeros(batch, dtype=np.intp)

@@ -171,87 +171,94 @@ def _copy_entry(source: TensorDictBase, dest: TensorDictBase, key: str, prefix: 
 
 
 def _copy_key(source: TensorDictBase, dest: TensorDictBase, key) -> None:
-    """``dest[key] = source[key]`` for a nested ``key``, creating the sub-TensorDicts on the way."""
-    for part in key[:-1] if isinstance(key, tuple) else ():
-        value = source.get(part)
+    """``dest[key] = source[key]`` for a nested ``key`` (nothing when ``source`` lacks it)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    for part in parts[:-1]:
+        value = source.get(part, None)
+        if value is None:
+            return
         sub = dest.get(part, None)
         if sub is None:
             sub = value.empty()
             dest.set(part, sub)
         source, dest = value, sub
-    last = key[-1] if isinstance(key, tuple) else key
-    dest.set(last, source.get(last))
+    value = source.get(parts[-1], None)
+    if value is not None:
+        dest.set(parts[-1], value)
 
 
-def check_env_specs(env, return_contiguous: bool = True, check_dtype: bool = True,
-                    seed: int | None = None, tensordict: TensorDictBase | None = None,
-                    break_when_any_done: bool | str = False) -> None:
+def check_env_specs(env, return_contiguous: bool | None = None, check_dtype: bool = True, seed: int | None = None,
+                    tensordict: TensorDictBase | None = None, break_when_any_done: bool | str | None = None) -> None:
     """Roll ``env`` out for three steps and check the data against its specs (TorchRL's check).
 
-    Raises ``AssertionError`` naming each entry whose presence, shape or dtype differs from
-    ``env.fake_tensordict()``, or whose value is outside its spec.
+    Raises ``AssertionError`` when the keys, shapes or dtypes of the rollout differ from
+    ``env.fake_tensordict()``, or when a value of the last step is outside its spec.
+    ``break_when_any_done="both"`` checks with and without stopping at a done step; ``seed``
+    seeds the env and torch, and torch's random state is restored afterwards.
+
+    Examples:
+        >>> from reap.envs import GymEnv
+        >>> check_env_specs(GymEnv("CartPole-v1"), seed=0)
     """
+    if break_when_any_done == "both":
+        for mode in (True, False):
+            check_env_specs(env, return_contiguous, check_dtype, seed, tensordict, mode)
+        return
     if seed is not None:
-        env.set_seed(seed)
-    modes = [True, False] if break_when_any_done == "both" else [bool(break_when_any_done)]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            env.set_seed(seed)
+            return check_env_specs(env, return_contiguous, check_dtype, None, tensordict, break_when_any_done)
+    return_contiguous = True if return_contiguous is None else return_contiguous
     fake = env.fake_tensordict()
-    for mode in modes:
-        real = env.rollout(3, return_contiguous=return_contiguous, break_when_any_done=mode,
-                           tensordict=tensordict, auto_reset=tensordict is None)
-        real = real[..., 0]
-        fake_keys = set(fake.keys(True, True))
-        real_keys = set(real.keys(True, True))
-        problems = []
-        if fake_keys != real_keys:
-            problems.append(
-                f"keys differ: only in the specs {sorted(map(str, fake_keys - real_keys))}, only in "
-                f"the rollout {sorted(map(str, real_keys - fake_keys))}"
-            )
-        for key in sorted(fake_keys & real_keys, key=str):
-            f, r = fake.get(key), real.get(key)
-            if f.shape != r.shape:
-                problems.append(f"{key}: the specs say shape {tuple(f.shape)}, the rollout has {tuple(r.shape)}")
-            if check_dtype and f.dtype != r.dtype:
-                problems.append(f"{key}: the specs say dtype {f.dtype}, the rollout has {r.dtype}")
-        problems.extend(_check_raw_outputs(env, check_dtype))
-        action = real.get(env.action_key)
-        if not env.action_spec.is_in(action):
-            problems.append(f"{env.action_key!r}: the rollout's action is not in env.action_spec")
-        if problems:
-            raise AssertionError(
-                f"check_env_specs: {type(env).__name__}'s specs do not match its data:\n  - "
-                + "\n  - ".join(problems)
-            )
+    real = env.rollout(3, return_contiguous=return_contiguous, tensordict=tensordict, auto_reset=tensordict is None,
+                       break_when_any_done=break_when_any_done)
+    fake = fake.unsqueeze(real.batch_dims - 1).expand(*real.shape) if return_contiguous else \
+        LazyStackedTensorDict.lazy_stack([fake.clone() for _ in range(real.shape[-1])], -1)
+    state_next = {("next", *_tuple(k)) for k in env.state_spec.keys(True, True)}
+    fake_keys = set(fake.keys(True, True)) - state_next
+    real_keys = set(real.keys(True, True)) - state_next
+    if fake_keys != real_keys:
+        raise AssertionError(
+            "The keys of the specs and data do not match:\n- List of keys present in real but not in fake: "
+            f"keys_in_real_not_in_fake={real_keys - fake_keys!r},\n- List of keys present in fake but not in real: "
+            f"keys_in_fake_not_in_real={fake_keys - real_keys!r}.\n")
+    _check_level(fake.exclude(*state_next), real.exclude(*state_next), check_dtype)
+    last = env.rand_action(real[..., -1])
+    checks = [("action", env.full_action_spec, last), ("state", env.full_state_spec, last),
+              ("done", env.full_done_spec, last), ("obs", env.full_observation_spec, last),
+              ("reward", env.full_reward_spec, last.get("next")), ("done", env.full_done_spec, last.get("next")),
+              ("obs", env.full_observation_spec, last.get("next"))]
+    for name, spec, data in checks:
+        data = data.select(*spec.keys(True, True), strict=True)
+        if not spec.contains(data):
+            raise AssertionError(f"spec check failed at root for spec {name}={spec} and data {data}.")
+
+
+def _tuple(key) -> tuple:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def _check_level(fake: TensorDictBase, real: TensorDictBase, check_dtype: bool) -> None:
+    """The shapes and dtypes of ``real`` against ``fake``, level by level (a lazy stack per member)."""
+    for lazy in (fake, real):
+        if isinstance(lazy, LazyStackedTensorDict):
+            for f, r in zip(fake.unbind(lazy.stack_dim), real.unbind(lazy.stack_dim)):
+                _check_level(f, r, check_dtype)
+            return
+    if set(fake.keys()) != set(real.keys()):
+        raise AssertionError(f"Keys mismatch: {set(fake.keys())} vs {set(real.keys())}")
+    for key in fake.keys():
+        f, r = fake.get(key), real.get(key)
+        if f.shape != r.shape:
+            raise AssertionError(f"The shapes of the real and fake tensordict don't match for key {key}. Got "
+                                 f"fake={f.shape} and real={r.shape}.")
+        if is_tensor_collection(f):
+            _check_level(f, r, check_dtype)
+        elif check_dtype and f.dtype != r.dtype:
+            raise AssertionError(f"The dtypes of the real and fake tensordict don't match for key {key}. Got "
+                                 f"fake={f.dtype} and real={r.dtype}.")
 
 
 #: Names other packages register under TorchRL's ``torchrl.envs.utils`` path.
 __getattr__ = module_getattr(__name__)
-
-
-def _check_raw_outputs(env, check_dtype: bool) -> list[str]:
-    """What a TorchRL-style custom env's ``_reset``/``_step`` return, against its specs.
-
-    The array API writes those outputs into arrays shaped by the specs, where broadcasting or
-    casting could hide a mismatch.
-    """
-    from reap.envs.base import EnvBase
-
-    if type(env)._step_into is not EnvBase._step_into:
-        return []
-    specs = {**env.observation_spec, "reward": env.reward_spec, "done": env.done_spec["done"]}
-    problems = []
-    td = env._reset(TensorDict(batch_size=env.batch_size))
-    td = td.clone().set(env.action_key, env.action_spec.rand())
-    for where, out, keys in (("_reset", td, list(env.observation_spec.keys())),
-                             ("_step", env._step(td), list(specs))):
-        for key in keys:
-            if key not in out.keys():
-                problems.append(f"{key}: {where} does not return it")
-                continue
-            value, spec = out.get(key), specs[key]
-            if tuple(value.shape) != tuple(spec.shape):
-                problems.append(f"{key}: the specs say shape {tuple(spec.shape)}, {where} returns "
-                                f"{tuple(value.shape)}")
-            if check_dtype and value.dtype != spec.dtype:
-                problems.append(f"{key}: the specs say dtype {spec.dtype}, {where} returns {value.dtype}")
-    return problems

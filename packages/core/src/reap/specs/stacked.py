@@ -17,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import weakref
 from textwrap import indent
 
 import torch
@@ -108,6 +109,10 @@ class _LazyStack:
 
     def clone(self):
         return self._restack([spec.clone() for spec in self._specs])
+
+    def to_torchrl(self):
+        """The equivalent TorchRL lazy stack (needs TorchRL installed)."""
+        return torch.stack([spec.to_torchrl() for spec in self._specs], self.dim)
 
     def to(self, dest):
         return self if dest is None else self._restack([spec.to(dest) for spec in self._specs])
@@ -355,19 +360,20 @@ class StackedComposite(_LazyStack, Composite):
     def encode(self, vals, *, ignore_device: bool = False):
         raise NotImplementedError("encode is not implemented for StackedComposite specs")
 
-    def lock_(self, recurse: bool | None = None):
+    def _propagate_lock(self, *, recurse: bool, parents) -> None:
         self.__dict__["_is_locked"] = True
-        if recurse is not False:
+        if recurse:
             for spec in self._specs:
-                spec.lock_(recurse=True)
-        return self
+                spec._propagate_lock(recurse=True, parents=[*(parents or []), weakref.ref(self)])
 
-    def unlock_(self, recurse: bool | None = None):
+    def _propagate_unlock(self, recurse: bool) -> list:
         self.__dict__["_is_locked"] = False
-        if recurse is not False:
+        subs = []
+        if recurse:
             for spec in self._specs:
-                spec.unlock_(recurse=True)
-        return self
+                subs.extend(spec._propagate_unlock(recurse))
+                subs.append(spec)
+        return subs
 
     def __repr__(self) -> str:
         shared = set(self.keys())

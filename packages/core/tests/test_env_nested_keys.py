@@ -1,0 +1,104 @@
+"""A TorchRL-style custom env with nested keys, an agents' group and its own done flags, run by
+reap's ``EnvBase`` (no TorchRL needed): key lists, specs, resets of some envs, rollouts, the
+env's ``step_mdp`` and ``check_env_specs``, as TorchRL's ``EnvBase`` runs such an env."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from reap.envs import EnvBase
+from reap.envs.utils import check_env_specs
+from reap.specs import Categorical, Composite, Unbounded
+
+
+class Agents(EnvBase):
+    """Two envs of three agents; each agent counts its actions and is done at ``limit``."""
+
+    def __init__(self, limit: int = 3):
+        super().__init__(batch_size=(2,))
+        self.limit = limit
+        group = (2, 3)
+        self.observation_spec = Composite(
+            agents=Composite(obs=Unbounded(shape=(*group, 1)), shape=group), shape=(2,))
+        self.action_spec = Composite(agents=Composite(action=Categorical(3, shape=group), shape=group), shape=(2,))
+        self.reward_spec = Composite(agents=Composite(reward=Unbounded(shape=(*group, 1)), shape=group), shape=(2,))
+        self.done_spec = Composite(
+            done=Categorical(2, shape=(2, 1), dtype=torch.bool),
+            agents=Composite(done=Categorical(2, shape=(*group, 1), dtype=torch.bool), shape=group), shape=(2,))
+        self.register_buffer("count", torch.zeros(*group, 1))
+
+    def _reset(self, tensordict):
+        reset = torch.ones(2, dtype=torch.bool) if tensordict is None else tensordict.get("_reset").reshape(2)
+        self.count[reset] = 0
+        return TensorDict({"agents": TensorDict(obs=self.count.clone(), batch_size=(2, 3))}, batch_size=(2,))
+
+    def _step(self, tensordict):
+        self.count += tensordict["agents", "action"].unsqueeze(-1)
+        done = self.count >= self.limit
+        agents = TensorDict(obs=self.count.clone(), reward=self.count.clone(), done=done, batch_size=(2, 3))
+        return TensorDict(agents=agents, done=done.all(1), batch_size=(2,))
+
+    def _set_seed(self, seed):
+        torch.manual_seed(seed)
+
+
+def ones(td):
+    return td.set(("agents", "action"), torch.ones(2, 3, dtype=torch.int64))
+
+
+def test_keys_and_specs_of_a_nested_env():
+    env = Agents()
+    assert env.action_keys == [("agents", "action")] and env.action_key == ("agents", "action")
+    assert env.reward_keys == [("agents", "reward")] and env.observation_keys == [("agents", "obs")]
+    assert env.done_keys == ["done", "terminated", ("agents", "done"), ("agents", "terminated")]
+    assert env.done_keys_groups == [["done", "terminated"], [("agents", "done"), ("agents", "terminated")]]
+    assert env.reset_keys == ["_reset", ("agents", "_reset")]
+    assert isinstance(env.action_spec, Composite) and env.action_spec_unbatched["agents", "action"].shape == (3,)
+    assert env.full_done_spec["agents"].shape == (2, 3) and env.is_spec_locked
+    assert env.state_dict()["count"].shape == (2, 3, 1) and env.numel() == env.numel == 2
+    check_env_specs(env)
+
+
+def test_rollout_of_a_nested_env():
+    env = Agents()
+    td = env.rollout(5, ones)
+    assert td.batch_size == (2, 3) and td.names == [None, "time"]  # stopped at the first done step
+    assert td["next", "agents", "obs"][0, :, 0, 0].tolist() == [1.0, 2.0, 3.0]
+    assert td["next", "done"][..., 0].tolist() == [[False, False, True]] * 2
+    assert td["next", "agents", "terminated"].equal(td["next", "agents", "done"])  # completed from "done"
+    assert "reward" not in td.keys() and ("agents", "action") in td.keys(True)
+    # actions= sets each item at the first key of the action spec, as TorchRL does: here the group
+    replayed = env.rollout(2, actions=[TensorDict(action=torch.ones(2, 3, dtype=torch.int64), batch_size=(2, 3))] * 2)
+    assert replayed["next", "agents", "obs"][0, :, 0, 0].tolist() == [1.0, 2.0]
+    longer = env.rollout(5, ones, break_when_any_done=False)
+    assert longer["agents", "obs"][0, :, 0, 0].tolist() == [0.0, 1.0, 2.0, 0.0, 1.0]  # reset after the done step
+
+
+def test_reset_of_some_envs_and_step_mdp():
+    env = Agents()
+    env.reset()
+    stepped = env.step(env.rand_action(env.reset()).update(
+        {("agents", "action"): torch.tensor([[2, 2, 2], [0, 0, 0]])}))
+    root = env.step_mdp(stepped)
+    assert ("agents", "action") in root.keys(True) and ("agents", "reward") not in root.keys(True)
+    root["_reset"] = torch.tensor([[True], [False]])
+    out = env.reset(root)
+    assert out is root and out["agents", "obs"][:, 0, 0].tolist() == [0.0, 0.0]
+    env.step(out.update({("agents", "action"): torch.ones(2, 3, dtype=torch.int64)}))
+    assert env.count[:, 0, 0].tolist() == [1.0, 1.0]
+    env.action_spec = Composite(a=Categorical(2, shape=(2,)), b=Categorical(2, shape=(2,)), shape=(2,))
+    assert env.action_keys == ["a", "b"] and env.is_spec_locked
+    with pytest.raises(KeyError, match="action_key requested but more than one key"):
+        _ = env.action_key
+
+
+def test_class_level_specs_are_the_instance_s():
+    class Preset(Agents):
+        _output_spec = Composite(full_observation_spec=Composite(extra=Unbounded(shape=(1,))))
+
+        def __init__(self):
+            EnvBase.__init__(self)
+
+    env = Preset()
+    assert env.observation_keys == ["extra"] and env.done_keys == ["done", "terminated"]
+    assert "_output_spec" not in Preset.__dict__ and env.reward_keys == ["reward"]
