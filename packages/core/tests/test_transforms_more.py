@@ -139,7 +139,7 @@ def test_bad_arguments_are_named(build, error, match):
 
 @pytest.mark.parametrize("transform,match", [
     (lambda: RenameTransform(["done"], ["finished"]), r"the done flags \(done, terminated, truncated\) must stay"),
-    (lambda: ExcludeTransform("truncated"), r"the done flags \(done, terminated, truncated\) must stay"),
+    (lambda: ExcludeTransform("terminated"), r"the done flags \(done, terminated, truncated\) must stay"),
     (lambda: ExcludeTransform("action"), "Key action not found in the environment outputs"),
     (lambda: CatFrames(2, -1, in_keys=["pixels"]), r"in_keys \['pixels'\] are not produced"),
 ])

@@ -239,3 +239,36 @@ def test_failed_append_leaves_the_chain_as_it_was():
     assert [type(t) for t in env.transform] == [StepCounter]
     assert sorted(env.rollout(2)["next"].keys()) == ["done", "observation", "reward", "step_count", "terminated",
                                                      "truncated"]
+
+
+def test_shipped_transforms_run_on_the_arrays_and_subclasses_that_override_a_hook_do_not():
+    from reap.envs.transforms.transform import runs_on_arrays
+
+    shipped = [StepCounter(), RewardSum(), InitTracker(), RewardScaling(0.5, 2.0), reap.RewardClipping(0.0, 1.0),
+               ObservationNorm(0.0, 1.0, in_keys=["observation"]), reap.VecNorm(in_keys=["observation"]),
+               reap.CatFrames(2, -1, in_keys=["observation"]), reap.ClipTransform(in_keys=["observation"], low=0.0),
+               reap.DoubleToFloat(in_keys_inv=["action"]), reap.RenameTransform(["a"], ["b"], ["action"], ["act"]),
+               reap.ExcludeTransform("a"), reap.SelectTransform("a"), reap.CatTensors(["a"]),
+               reap.UnsqueezeTransform(-1, in_keys=["a"]), reap.SqueezeTransform(-1, in_keys=["a"]),
+               reap.PermuteTransform([-1, -2], in_keys=["a"]), reap.Stack(["a", "b"], "c"), reap.ToTensorImage(),
+               reap.LineariseRewards(["r"]), reap.TargetReturn(1.0), reap.FrameSkipTransform(2), reap.NoopResetEnv(),
+               reap.TensorDictPrimer(a=Unbounded(shape=(1,))), reap.DTypeCastTransform(torch.float32, torch.float64)]
+    assert [type(t).__name__ for t in shipped if not runs_on_arrays(t)] == []
+    assert not runs_on_arrays(REAP_USER["AddOneToObs"]())  # TorchRL's hooks only
+    assert not runs_on_arrays(ObservationNorm(0.0, 1.0, in_keys=["observation"], in_keys_inv=["action"]))
+
+    class Shifted(RewardScaling):
+        def _apply_transform(self, reward):
+            return super()._apply_transform(reward) + 1
+
+    class Renamed(RewardScaling):  # a new name or constructor keeps the array hooks
+        def __init__(self):
+            super().__init__(0.0, 2.0)
+
+    assert not runs_on_arrays(Shifted(0.0, 2.0)) and runs_on_arrays(Renamed())
+    env = TransformedEnv(reap.GymEnv("Pendulum-v1"), Shifted(0.0, 2.0))
+    raw = raw_rollout()
+    env.base_env.set_seed(0)
+    env.base_env.reset()
+    rewards = env.rollout(len(ACTIONS), actions=ACTIONS)["next", "reward"]
+    torch.testing.assert_close(rewards, raw["next", "reward"] * 2 + 1, rtol=0, atol=0)

@@ -10,8 +10,10 @@ import warnings
 
 import pytest
 import torch
+from tensordict import TensorDict
 
 import reap
+import reap.specs
 from reap.specs import Unbounded
 
 torchrl_envs = pytest.importorskip("torchrl.envs")
@@ -67,6 +69,35 @@ CASES = {
                             padding_value=7.0),
     ),
     "FrameSkipTransform": (lambda: reap.FrameSkipTransform(3), lambda: T.FrameSkipTransform(3)),
+    "ClipTransform-reward": (
+        lambda: reap.ClipTransform(in_keys=["observation", "reward"], low=-0.5, high=0.5),
+        lambda: T.ClipTransform(in_keys=["observation", "reward"], low=-0.5, high=0.5),
+    ),
+    "RewardScaling-out_keys": (
+        lambda: reap.RewardScaling(1.0, 2.0, out_keys=["scaled"]), lambda: T.RewardScaling(1.0, 2.0, out_keys=["scaled"]),
+    ),
+    "VecNorm-out_keys": (
+        lambda: reap.VecNorm(in_keys=["observation"], out_keys=["obs_norm"], decay=0.9),
+        lambda: T.VecNorm(in_keys=["observation"], out_keys=["obs_norm"], decay=0.9),
+    ),
+    "VecNormV2": (
+        lambda: reap.VecNorm(in_keys=["observation"], decay=0.9, new_api=True),
+        lambda: T.VecNorm(in_keys=["observation"], decay=0.9, new_api=True),
+    ),
+    "TargetReturn": (lambda: reap.TargetReturn(10.0), lambda: T.TargetReturn(10.0)),
+    "TargetReturn-constant": (lambda: reap.TargetReturn(5.0, mode="constant"), lambda: T.TargetReturn(5.0, mode="constant")),
+    "RewardSum-reward_spec": (lambda: reap.RewardSum(reward_spec=True), lambda: T.RewardSum(reward_spec=True)),
+    "Stack-Permute-Squeeze": (  # reshaping transforms in a chain, each replacing the previous array
+        lambda: reap.Compose(reap.RenameTransform(**COPY_OBS[0]), reap.Stack(["observation", "o2"], "st", dim=-2),
+                             reap.PermuteTransform([-1, -2], in_keys=["st"]),
+                             reap.UnsqueezeTransform(-1, in_keys=["st"]), reap.SqueezeTransform(-1, in_keys=["st"])),
+        lambda: T.Compose(T.RenameTransform(**COPY_OBS[0]), T.Stack(["observation", "o2"], "st", dim=-2),
+                          T.PermuteTransform([-1, -2], in_keys=["st"]),
+                          T.UnsqueezeTransform(-1, in_keys=["st"]), T.SqueezeTransform(-1, in_keys=["st"])),
+    ),
+    "subclass-of-a-shipped-transform": (  # overrides a TorchRL hook: runs through it, as TorchRL does
+        lambda: shifted(reap.RewardScaling)(0.5, 2.0), lambda: shifted(T.RewardScaling)(0.5, 2.0),
+    ),
     "NoopResetEnv": (lambda: reap.NoopResetEnv(5), lambda: T.NoopResetEnv(5)),
     "ObservationNorm": (
         lambda: reap.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"]),
@@ -92,6 +123,16 @@ CASES = {
     ),
 }
 
+def shifted(scaling_class):
+    """A user's subclass of ``RewardScaling`` that overrides ``_apply_transform``."""
+
+    class Shifted(scaling_class):
+        def _apply_transform(self, reward):
+            return super()._apply_transform(reward) + 1
+
+    return Shifted
+
+
 ENVS = {
     "Pendulum-v1": ([torch.tensor([v]) for v in torch.linspace(-2, 2, 30).tolist()], {}),
     "CartPole-v1": ([torch.tensor(1)] * 40, {"categorical_action_encoding": True}),
@@ -104,8 +145,8 @@ def rollout_both(make_reap, make_torchrl, env_id):
         warnings.simplefilter("ignore")
         ours = reap.TransformedEnv(reap.GymEnv(env_id, **env_kwargs), make_reap())
         theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **env_kwargs), make_torchrl())
-        ours.set_seed(0)
-        ours.reset()  # TorchRL's set_seed resets the env with the seed; reap's seeds the next reset
+        ours.base_env.set_seed(0)
+        ours.base_env.reset()  # TorchRL's set_seed resets the base env with the seed; reap's seeds the next reset
         theirs.set_seed(0)
         torch.manual_seed(1)  # NoopResetEnv draws from torch's generator
         a = ours.rollout(len(actions), actions=actions, break_when_any_done=False)
@@ -131,6 +172,76 @@ def test_transform_matches_torchrl_step_by_step(name, env_id):
     assert_same(a, b)
     if env_id == "CartPole-v1":
         assert a["next", "done"].sum() >= 2  # the comparison crossed resets
+
+
+def toy_env_class(base, specs):
+    """A TorchRL-style env (the same code on TorchRL's ``EnvBase`` or reap's) with float64 values and
+    uint8 pixels."""
+
+    class Toy(base):
+        def __init__(self):
+            super().__init__(batch_size=[])
+            self.observation_spec = specs.Composite(
+                observation=specs.Unbounded(shape=(3,), dtype=torch.float64),
+                pixels=specs.Bounded(0, 255, shape=(4, 5, 3), dtype=torch.uint8))
+            self.action_spec = specs.Bounded(-1.0, 1.0, shape=(1,), dtype=torch.float64)
+            self.reward_spec = specs.Composite(reward=specs.Unbounded(shape=(1,)), rv=specs.Unbounded(shape=(2,)))
+            flag = specs.Categorical(2, shape=(1,), dtype=torch.bool)
+            self.done_spec = specs.Composite(done=flag, terminated=flag.clone(), truncated=flag.clone())
+
+        def _reset(self, tensordict):
+            self.count = 0
+            self.state = torch.linspace(0, 1, 3, dtype=torch.float64)
+            return self._out()
+
+        def _out(self, reward=None):
+            pixels = ((torch.arange(60).reshape(4, 5, 3) + 7 * self.count) % 256).to(torch.uint8)
+            done = torch.tensor([self.count >= 5])
+            out = TensorDict(observation=self.state.clone(), pixels=pixels, done=done, terminated=done.clone(),
+                             truncated=torch.zeros(1, dtype=torch.bool))
+            if reward is not None:
+                out["reward"] = reward
+            return out
+
+        def _step(self, tensordict):
+            self.count += 1
+            self.state = self.state * 0.5 + tensordict["action"]
+            out = self._out(reward=-self.state.abs().sum(-1, keepdim=True).float())
+            out["rv"] = self.state[:2].float()
+            return out
+
+        def _set_seed(self, seed):
+            pass
+
+    return Toy
+
+
+TOY_CASES = {
+    "DoubleToFloat": (lambda R: R.DoubleToFloat()),  # observation, and the action on the way in
+    "DoubleToFloat-in_keys": (lambda R: R.DoubleToFloat(in_keys=["observation"], in_keys_inv=["action"])),
+    "DTypeCastTransform-out_keys": (lambda R: R.DTypeCastTransform(torch.float64, torch.float32, in_keys=["observation"],
+                                                                 out_keys=["obs32"])),
+    "ToTensorImage": (lambda R: R.ToTensorImage()),
+    "ToTensorImage-unsqueeze-out_keys": (lambda R: R.ToTensorImage(unsqueeze=True, in_keys=["pixels"], out_keys=["img"])),
+    "ObservationNorm-inverse": (lambda R: R.ObservationNorm(0.5, 2.0, in_keys=["observation"], in_keys_inv=["action"])),
+    "LineariseRewards": (lambda R: R.LineariseRewards(in_keys=["rv"], weights=[1.0, -2.0])),
+    "LineariseRewards-out_keys": (lambda R: R.LineariseRewards(in_keys=["rv"], out_keys=["r1"])),
+}
+
+
+@pytest.mark.parametrize("name", list(TOY_CASES))
+def test_transform_matches_torchrl_on_a_torchrl_style_env(name):
+    from tensordict import TensorDict  # noqa: F401  (the toy env's module global)
+
+    actions = [torch.tensor([v], dtype=torch.float32 if "Float" in name else torch.float64)
+               for v in (0.5, -0.25, 1.0, 0.0, -1.0, 0.75, 0.25)]
+    ours = reap.TransformedEnv(toy_env_class(reap.EnvBase, reap.specs)(), TOY_CASES[name](reap))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = torchrl_envs.TransformedEnv(toy_env_class(torchrl_envs.EnvBase, torchrl_data)(), TOY_CASES[name](T))
+    assert_same(ours.rollout(7, actions=actions, break_when_any_done=False),
+                theirs.rollout(7, actions=actions, break_when_any_done=False))
+    assert ours.full_action_spec["action"].dtype == theirs.full_action_spec["action"].dtype
 
 
 def test_transformed_specs_match_torchrl():

@@ -4,9 +4,15 @@ and core's public names under TorchRL's module paths (``from reap.envs.utils imp
 from reap.plugins import hookimpl
 from reap.registry import CollectorBackend
 
+#: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
+_NEW_TRANSFORMS = (
+    "DTypeCastTransform", "Hash", "LineariseRewards", "PermuteTransform", "Reward2GoTransform", "SqueezeTransform",
+    "Stack", "TargetReturn", "ToTensorImage", "UnaryTransform", "VecNormV2",
+)
 _TRANSFORMS = (
     "CatFrames", "CatTensors", "ExcludeTransform", "FrameSkipTransform", "NoopResetEnv",
     "RenameTransform", "RewardClipping", "RewardScaling", "SelectTransform", "UnsqueezeTransform",
+    *_NEW_TRANSFORMS,
 )
 _SPECS = ("Binary", "Bounded", "Categorical", "Composite", "OneHot", "Unbounded")
 #: Names importable from their own module, not from ``reap`` itself.
@@ -16,7 +22,8 @@ _SPEC_CLASSES = (
 )
 _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")
 _ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
-_HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS}}
+_HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
+          **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {

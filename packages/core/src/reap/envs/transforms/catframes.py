@@ -197,7 +197,7 @@ class CatFrames(Transform):
         self._frame = {k: root[k].shape[self.dim] for k in self.in_keys}
 
     def on_reset(self, root, t, mask):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             d, value, out = self._frame[src], root[("in", src)][t], root[dst][t]
             for k in range(self.N):
                 chunk = out[along(self.dim, k * d, (k + 1) * d)]
@@ -210,7 +210,7 @@ class CatFrames(Transform):
                     write_rows(chunk, value, mask)
 
     def on_step(self, root, nxt, t):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             d, prev, out = self._frame[src], root[dst][t], nxt[dst][t]
             np.copyto(out[along(self.dim, 0, -d)], prev[along(self.dim, d, None)])
             np.copyto(out[along(self.dim, -d, None)], nxt[("in", src)][t])

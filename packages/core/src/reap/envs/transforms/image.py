@@ -100,7 +100,7 @@ class ToTensorImage(Transform):
             self._plans[key] = (axes, scale)
 
     def _write(self, arrays, t, mask):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             if ("in", src) not in arrays:
                 continue
             axes, scale = self._plans[src]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from copy import copy
 
+import numpy as np
+
 from reap.envs.transforms.transform import Transform, keys_list, missing_tolerance, write_rows
 
 
@@ -102,6 +104,7 @@ class RenameTransform(Transform):
     # ---- arrays: a rename is a new name for the same array; a copy is a new array -------------
     def _attach(self, env):
         self._check_in_keys(env)
+        self._step_copies = [(src, dst) for src, dst in self._pairs if src in env.next_specs()]
 
     def key_moves(self):
         if self.create_copy:
@@ -109,7 +112,7 @@ class RenameTransform(Transform):
         return {**dict(zip(self.out_keys, self.in_keys)), **dict(zip(self.out_keys_inv, self.in_keys_inv))}
 
     def _copy(self, arrays, t, mask=None):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             if src in arrays:
                 write_rows(arrays[dst][t], arrays[src][t], mask)
 
@@ -119,7 +122,8 @@ class RenameTransform(Transform):
 
     def on_step(self, root, nxt, t):
         if self.create_copy:
-            self._copy(nxt, t)
+            for src, dst in self._step_copies:
+                np.copyto(nxt[dst][t], nxt[src][t])
 
     def on_action(self, root, t):
         if self.create_copy:

@@ -134,7 +134,7 @@ class Layout:
             moves, reads = {}, (*root_before, *next_before)
             replaced = (_changed(root_before, root_after), _changed(next_before, next_after))
         for key in FLAG_KEYS:
-            if key not in next_after or key in moves.values() or key in replaced[1]:
+            if key in next_before and (key not in next_after or key in moves.values() or key in replaced[1]):
                 raise ValueError(f"{name}: the done flags ({', '.join(FLAG_KEYS)}) must stay as they are; "
                                  "the collector reads them")
         self.root.add_stage(root_after, moves, replaced[0], reads)

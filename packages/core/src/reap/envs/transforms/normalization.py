@@ -131,6 +131,7 @@ class ObservationNorm(Transform):
         self.loc.copy_(loc)
         self.scale.materialize(shape=scale.shape, dtype=scale.dtype)
         self.scale.copy_(scale.clamp_min(self.eps))
+        self._bind_buffers()
         if self.container is not None:
             self.container._rebuild()
 
@@ -176,10 +177,11 @@ class ObservationNorm(Transform):
         self._check_in_keys(env)
 
     def _affine(self, value, out):
-        if not self.initialized:
+        buffers = self._np_buffers
+        loc, scale = buffers["loc"], buffers["scale"]
+        if loc is None:  # an UninitializedBuffer
             raise RuntimeError(_NOT_INITIALIZED)
-        loc, scale = self._numpy("loc"), self._numpy("scale")
-        if self._numpy("standard_normal"):
+        if buffers["standard_normal"]:
             np.subtract(value, loc, out=out)
             np.divide(out, scale, out=out)
         else:
@@ -187,7 +189,7 @@ class ObservationNorm(Transform):
             np.add(out, loc, out=out)
 
     def on_reset(self, root, t, mask):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             if src not in root:
                 continue  # the reward: on steps only
             if mask is None or mask.ndim == 0:
@@ -198,7 +200,7 @@ class ObservationNorm(Transform):
                 root[dst][t][mask] = rows
 
     def on_step(self, root, nxt, t):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             self._affine(nxt[src][t], nxt[dst][t])
 
     def __repr__(self) -> str:
@@ -426,15 +428,15 @@ class VecNorm(Transform):
                     "(e.g. DoubleToFloat(in_keys=...)) or leave it out"
                 )
             self._init_key(key, torch.zeros(spec.shape[batch:], dtype=spec.dtype))
+        self._stat_names = {key: tuple(_stat_name(key, s) for s in self.STATS) for key in self.in_keys}
         self._bind_arrays()
 
     def replaced_keys(self):
         return ()
 
     def _update_and_normalize(self, key, array, n):
-        stats = self._np
-        total, ssq = stats[_stat_name(key, "_sum")], stats[_stat_name(key, "_ssq")]
-        count = stats[_stat_name(key, "_count")]
+        stats, (sum_name, ssq_name, count_name) = self._np, self._stat_names[key]
+        total, ssq, count = stats[sum_name], stats[ssq_name], stats[count_name]
         if not self.frozen:
             if array.ndim > total.ndim:  # several envs: torch's sum, to add in TorchRL's order
                 rows = torch.from_numpy(array).reshape(-1, *total.shape)
@@ -460,7 +462,7 @@ class VecNorm(Transform):
 
     def _normalize(self, arrays, t, mask):
         with self.lock if self.lock is not None else _NO_LOCK:
-            for key, out_key in zip(self.in_keys, self.out_keys):
+            for key, out_key in self._pairs:
                 if key not in arrays:
                     continue  # reward: not on the root
                 if mask is None or mask.ndim == 0:

@@ -144,14 +144,14 @@ class TargetReturn(Transform):
         self._check_in_keys(env)
 
     def on_reset(self, root, t, mask):
-        for key in self.out_keys:
+        for _, key in self._pairs:
             if mask is None or mask.ndim == 0:
                 root[key][t] = self.target_return
             else:
                 root[key][t][mask] = self.target_return
 
     def on_step(self, root, nxt, t):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             if self.mode == "reduce":
                 np.subtract(root[dst][t], nxt[src][t], out=nxt[dst][t])
             else:

@@ -136,14 +136,14 @@ class RewardSum(Transform):
         self._check_in_keys(env)
 
     def on_reset(self, root, t, mask):
-        for key in self.out_keys:
+        for _, key in self._pairs:
             if mask is None or mask.ndim == 0:
                 root[key][t] = 0
             else:
                 root[key][t][mask] = 0
 
     def on_step(self, root, nxt, t):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        for src, dst in self._pairs:
             np.add(root[dst][t], nxt[src][t], out=nxt[dst][t])
 
     def __repr__(self) -> str:
@@ -153,14 +153,8 @@ class RewardSum(Transform):
 class _KeyedInPlace(Transform):
     """Reward transforms written in place (``out_key`` is ``in_key``) or into a new entry."""
 
-    _array_hooks = True
-
     def _attach(self, env):
         self._check_in_keys(env)
-
-    def on_step(self, root, nxt, t):
-        for src, dst in zip(self.in_keys, self.out_keys):
-            self._apply_array(nxt[src][t], nxt[dst][t])
 
 
 class RewardScaling(_KeyedInPlace):
@@ -175,6 +169,8 @@ class RewardScaling(_KeyedInPlace):
         >>> env.rollout(2, policy=lambda td: td.set("action", torch.ones(1)))["next", "reward"].flatten()
         tensor([3., 3.])
     """
+
+    _array_hooks = True
 
     def __init__(self, loc, scale, in_keys=None, out_keys=None, standard_normal: bool = False):
         in_keys = ["reward"] if in_keys is None else in_keys
@@ -197,14 +193,17 @@ class RewardScaling(_KeyedInPlace):
         raise NotImplementedError(f"{type(self).__name__}.transform_reward_spec not implemented for tensor spec "
                                   f"of type {type(reward_spec).__name__}")
 
-    def _apply_array(self, reward, out):
-        loc, scale = self._numpy("loc"), self._numpy("scale")
-        if self._numpy("standard_normal"):
-            np.subtract(reward, loc, out=out)
-            np.divide(out, scale, out=out)
-        else:
-            np.multiply(reward, scale, out=out)
-            np.add(out, loc, out=out)
+    def on_step(self, root, nxt, t):
+        buffers = self._np_buffers
+        loc, scale = buffers["loc"], buffers["scale"]
+        for src, dst in self._pairs:
+            out = nxt[dst][t]
+            if buffers["standard_normal"]:
+                np.subtract(nxt[src][t], loc, out=out)
+                np.divide(out, scale, out=out)
+            else:
+                np.multiply(nxt[src][t], scale, out=out)
+                np.add(out, loc, out=out)
 
     def __repr__(self) -> str:
         return f"RewardScaling(loc={self.loc.item():4.4f}, scale={self.scale.item():4.4f}, keys={self.in_keys})"
@@ -222,6 +221,8 @@ class RewardClipping(_KeyedInPlace):
         >>> env.rollout(2, policy=lambda td: td.set("action", torch.ones(1)))["next", "reward"].flatten()
         tensor([0.5000, 0.5000])
     """
+
+    _array_hooks = True
 
     def __init__(self, clamp_min: float | None = None, clamp_max: float | None = None, in_keys=None,
                  out_keys=None):
@@ -251,8 +252,10 @@ class RewardClipping(_KeyedInPlace):
         return Bounded(self.clamp_min, self.clamp_max, shape=reward_spec.shape, device=reward_spec.device,
                        dtype=reward_spec.dtype)
 
-    def _apply_array(self, reward, out):
-        np.clip(reward, self._numpy("clamp_min"), self._numpy("clamp_max"), out=out)
+    def on_step(self, root, nxt, t):
+        low, high = self._np_buffers["clamp_min"], self._np_buffers["clamp_max"]
+        for src, dst in self._pairs:
+            np.clip(nxt[src][t], low, high, out=nxt[dst][t])
 
     def __repr__(self) -> str:
         bound = lambda b: "None" if b is None else f"{float(b):4.4f}"  # noqa: E731
@@ -317,8 +320,8 @@ class LineariseRewards(Transform):
         self._scratch = {k: np.zeros(tuple(specs[k].shape), dtype=specs[k].zero().numpy().dtype) for k in self.in_keys}
 
     def on_step(self, root, nxt, t):
-        weights = self._numpy("weights")
-        for src, dst in zip(self.in_keys, self.out_keys):
+        weights = self._np_buffers["weights"]
+        for src, dst in self._pairs:
             reward = nxt[("in", src)][t]
             if weights is not None:
                 reward = np.multiply(reward, weights, out=self._scratch[src])

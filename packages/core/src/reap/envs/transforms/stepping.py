@@ -49,12 +49,14 @@ class FrameSkipTransform(Transform):
         raise RuntimeError("FrameSkipTransform can only be used when appended to a transformed env.")
 
     def _attach(self, env):
-        spec = env.next_specs()[env.reward_key]
+        self.__dict__["_env"] = env  # what on_step repeats (the container, without its look-up)
+        self._reward_key = env.reward_key
+        spec = env.next_specs()[self._reward_key]
         self._sum = np.zeros(tuple(spec.shape), dtype=spec.zero().numpy().dtype)
 
     def on_step(self, root, nxt, t):
-        env = self.container
-        reward = nxt[env.reward_key][t]
+        env = self._env
+        reward = nxt[self._reward_key][t]
         views, action = env._active_views, env._active_action
         np.copyto(self._sum, reward)
         for _ in range(self.frame_skip - 1):

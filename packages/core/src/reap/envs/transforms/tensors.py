@@ -43,11 +43,6 @@ def sort_key(key):
 class _Writes(Transform):
     """Plumbing of the transforms here: out_keys written from in_keys on both sides."""
 
-    _array_hooks = True
-
-    def _pairs(self):
-        return list(zip(self.in_keys, self.out_keys))
-
     def replaced_keys(self):
         return tuple(self.out_keys)
 
@@ -62,7 +57,7 @@ class _Writes(Transform):
             return self._call(tensordict_reset)
 
     def _write(self, arrays, t, mask):
-        for src, dst in self._pairs():
+        for src, dst in self._pairs:
             if ("in", src) in arrays:
                 write_rows(arrays[dst][t], self._array(arrays[("in", src)][t], arrays[dst][t].shape), mask)
 
@@ -86,6 +81,8 @@ class CatTensors(_Writes):
         >>> sorted(env.observation_spec.keys())
         ['vec']
     """
+
+    _array_hooks = True
 
     def __init__(self, in_keys=None, out_key="observation_vector", dim: int = -1, *, del_keys: bool = True,
                  unsqueeze_if_oor: bool = False, sort: bool = True):
@@ -161,14 +158,16 @@ class CatTensors(_Writes):
         root, nxt = env.root_specs(), env.next_specs()
         sizes = [(root[k] if k in root else nxt[k]).shape[self.dim] for k in self.in_keys]
         edges = np.cumsum([0, *sizes])
-        self._slices = [along(self.dim, int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        slices = [along(self.dim, int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+        self._parts = [(("in", key), index) for key, index in zip(self.in_keys, slices)]
+        self._out_key = self.out_keys[0]
 
     def _write(self, arrays, t, mask):
-        if ("in", self.in_keys[0]) not in arrays:
+        if self._parts[0][0] not in arrays:
             return
-        out = arrays[self.out_keys[0]][t]
-        for key, index in zip(self.in_keys, self._slices):
-            write_rows(out[index], arrays[("in", key)][t], mask)
+        out = arrays[self._out_key][t]
+        for source, index in self._parts:
+            write_rows(out[index], arrays[source][t], mask)
 
     def __repr__(self) -> str:
         return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_keys[0]})"
@@ -186,6 +185,8 @@ class Stack(_Writes):
         tensor([[0., 1.],
                 [0., 1.]])
     """
+
+    _array_hooks = True
 
     invertible = True
 
@@ -265,15 +266,17 @@ class Stack(_Writes):
     def _attach(self, env):
         super()._attach(env)
         dim = self.dim
-        self._slots = [(Ellipsis, i, *([slice(None)] * (-dim - 1))) if dim < 0 else (*([slice(None)] * dim), i)
-                       for i in range(len(self.in_keys))]
+        slots = [(Ellipsis, i, *([slice(None)] * (-dim - 1))) if dim < 0 else (*([slice(None)] * dim), i)
+                 for i in range(len(self.in_keys))]
+        self._parts = [(("in", key), index) for key, index in zip(self.in_keys, slots)]
+        self._out_key = self.out_keys[0]
 
     def _write(self, arrays, t, mask):
-        if ("in", self.in_keys[0]) not in arrays:
+        if self._parts[0][0] not in arrays:
             return
-        out = arrays[self.out_keys[0]][t]
-        for key, index in zip(self.in_keys, self._slots):
-            write_rows(out[index], arrays[("in", key)][t], mask)
+        out = arrays[self._out_key][t]
+        for source, index in self._parts:
+            write_rows(out[index], arrays[source][t], mask)
 
     def __repr__(self) -> str:
         return f"Stack(in_keys={self.in_keys}, out_key={self.out_keys[0]}, dim={self.dim})"
@@ -290,6 +293,8 @@ class UnsqueezeTransform(_Writes):
         >>> env.reset()["observation"].shape
         torch.Size([1, 3])
     """
+
+    _array_hooks = True
 
     invertible = True
 
@@ -362,6 +367,8 @@ class SqueezeTransform(UnsqueezeTransform):
         torch.Size([3])
     """
 
+    _array_hooks = True
+
     def __init__(self, dim: int | None = None, *args, in_keys=None, out_keys=None, in_keys_inv=None,
                  out_keys_inv=None, **kwargs):
         if dim is None:
@@ -390,6 +397,8 @@ class PermuteTransform(_Writes):
         >>> PermuteTransform([-1, -2], in_keys=["x"])(TensorDict(x=torch.zeros(2, 3)))["x"].shape
         torch.Size([3, 2])
     """
+
+    _array_hooks = True
 
     def __init__(self, dims, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
         in_keys = [] if in_keys is None else in_keys

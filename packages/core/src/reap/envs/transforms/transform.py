@@ -155,15 +155,31 @@ class Transform(nn.Module):
         # kept out of nn.Module's registries: the env is no submodule of its transform
         self.__dict__["_container"] = None
         self.__dict__["_parent"] = None
-        self.__dict__["_np_views"] = {}
+        self._bind_buffers()
 
-    def _numpy(self, name: str):
-        """A NumPy view of buffer ``name`` (None for None), kept while the buffer is the same tensor."""
-        tensor = self._buffers[name]
-        cached = self._np_views.get(name)
-        if cached is None or cached[0] is not tensor:
-            cached = self._np_views[name] = (tensor, None if tensor is None else tensor.numpy())
-        return cached[1]
+    # ---- NumPy views of the buffers, for the array hooks -------------------------------------
+    def _bind_buffers(self) -> None:
+        """``self._np_buffers``: a NumPy view of each CPU buffer (None for others), refreshed
+        whenever a buffer is set, moved or materialised, so the array hooks read them for free."""
+        views = {}
+        for name, tensor in self.__dict__.get("_buffers", {}).items():
+            usable = isinstance(tensor, torch.Tensor) and not isinstance(tensor, nn.parameter.UninitializedBuffer)
+            views[name] = tensor.detach().numpy() if usable and tensor.device.type == "cpu" else None
+        self.__dict__["_np_buffers"] = views
+
+    def __setattr__(self, name, value) -> None:
+        super().__setattr__(name, value)
+        if name in self.__dict__.get("_buffers", ()):
+            self._bind_buffers()
+
+    def register_buffer(self, name, tensor, persistent: bool = True) -> None:
+        super().register_buffer(name, tensor, persistent)
+        self._bind_buffers()
+
+    def _apply(self, fn, recurse=True):
+        out = super()._apply(fn, recurse)
+        self._bind_buffers()
+        return out
 
     # ---- keys (TorchRL: a key or a list of keys, nested keys as tuples; [] when unset) ------
     @property
@@ -406,17 +422,24 @@ class Transform(nn.Module):
         ref = state.get("_container")
         state["_container"] = None if ref is None else ref()
         state["_parent"] = None
+        state["_np_buffers"] = {}  # views of the buffers: made again after unpickling
         return state
 
     def __setstate__(self, state):
         container = state.get("_container")
         state["_container"] = None if container is None else weakref.ref(container)
         self.__dict__.update(state)
+        self._bind_buffers()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(keys={self.in_keys})"
 
     # ---- reap's array hooks (see the module docstring) ----------------------------------------
+    def _bind(self) -> None:
+        """Before ``_attach``: the (in_key, out_key) pairs and buffer views the hooks read."""
+        self._pairs = list(zip(self.in_keys, self.out_keys))
+        self._bind_buffers()
+
     def _attach(self, env) -> None:
         """Called when ``env`` (holding the chain up to this transform) builds its arrays."""
 

@@ -159,6 +159,7 @@ class TransformedEnv(EnvBase):
     def _add_stage(self, transform: Transform) -> None:
         name = type(transform).__name__
         transform.__dict__["_parent"] = self  # while it joins, this env is the chain before it
+        transform._bind()
         transform._attach(self)
         batch = transform.transform_env_batch_size(self.batch_size)
         if batch != self.batch_size:
@@ -182,8 +183,12 @@ class TransformedEnv(EnvBase):
         """Bind what the hot path reads: per stage hooks and views, built once per layout."""
         layout = self._layout
         self._view_cache: dict[int, tuple] = {}
-        self._on_reset = [(h.on_reset, j) for h, j, _ in self._hooks]
-        self._on_step = [(h.on_step, j) for h, j, _ in self._hooks]
+        # per stage, the hooks up to it (the whole chain last), those that do nothing left out
+        reset = [(h.on_reset, j) for h, j, _ in self._hooks if type(h).on_reset is not Transform.on_reset]
+        step = [(h.on_step, j) for h, j, _ in self._hooks if type(h).on_step is not Transform.on_step]
+        stages = range(len(self._hooks) + 1)
+        self._reset_chains = [[(f, j) for f, j in reset if j <= s] for s in stages]
+        self._step_chains = [[(f, j) for f, j in step if j <= s] for s in stages]
         self._on_action = [(h.on_action, j) for h, j, inverts in reversed(self._hooks) if inverts]
         self._action_direct = not self._on_action and layout.action_is_base
         self._base_action = layout.base_action_key
@@ -253,8 +258,7 @@ class TransformedEnv(EnvBase):
 
     def _reset_upto(self, stage: int, t: int, mask, views: list) -> None:
         self.base_env._reset_into(views[0][0], t, mask)
-        chain = self._on_reset if stage == len(self._on_reset) else self._on_reset[:stage]
-        for on_reset, index in chain:
+        for on_reset, index in self._reset_chains[stage]:
             on_reset(views[index][0], t, mask)
 
     def _step_upto(self, stage: int, action, t: int, views: list) -> None:
@@ -270,19 +274,18 @@ class TransformedEnv(EnvBase):
             self.base_env._step_into(action, t, root, nxt)
         else:
             self.base_env._partial_step_into(action, t, root, nxt, self._step_mask)
-        chain = self._on_step if stage == len(self._on_step) else self._on_step[:stage]
-        for on_step, index in chain:
+        for on_step, index in self._step_chains[stage]:
             r, x = views[index]
             on_step(r, x, t)
 
     def _reset_into(self, root, t, mask):
         views = self._views(root)
         self._active_root, self._active_views = root, views
-        self._reset_upto(len(self._on_reset), t, mask, views)
+        self._reset_upto(len(self._hooks), t, mask, views)
 
     def _step_into(self, action, t, root, nxt):
         views = self._views(root, nxt)
-        self._step_upto(len(self._on_step), action, t, views)
+        self._step_upto(len(self._hooks), action, t, views)
 
     def _partial_step_into(self, action, t, root, nxt, mask):
         # the base env steps what it can of the batch (repeats by FrameSkipTransform too); the

@@ -283,18 +283,17 @@ class ClipTransform(Transform):
     def _attach(self, env):
         self._check_in_keys(env)
 
-    def _clip(self, value, out):
-        np.clip(value, self._numpy("low"), self._numpy("high"), out=out)
-
     def on_reset(self, root, t, mask):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        low, high = self._np_buffers["low"], self._np_buffers["high"]
+        for src, dst in self._pairs:
             if src in root:
                 if mask is None or mask.ndim == 0:
-                    self._clip(root[src][t], root[dst][t])
+                    np.clip(root[src][t], low, high, out=root[dst][t])
                 else:
-                    root[dst][t][mask] = np.clip(root[src][t][mask], self._numpy("low"), self._numpy("high"))
+                    root[dst][t][mask] = np.clip(root[src][t][mask], low, high)
 
     def on_step(self, root, nxt, t):
-        for src, dst in zip(self.in_keys, self.out_keys):
+        low, high = self._np_buffers["low"], self._np_buffers["high"]
+        for src, dst in self._pairs:
             if src in nxt:
-                self._clip(nxt[src][t], nxt[dst][t])
+                np.clip(nxt[src][t], low, high, out=nxt[dst][t])
