@@ -113,3 +113,38 @@ def test_vector_instance_with_autoreset_is_refused():
     with pytest.raises(ValueError, match="autoreset_mode"):
         GymEnv(venv)
     venv.close()
+
+
+def test_serial_env_takes_torchrl_s_keywords():
+    env = SerialEnv(2, lambda: GymEnv("CartPole-v1"), shared_memory=False, num_threads=2, use_buffers=True,
+                    device="cpu", policy_proof=None)
+    assert env.batch_size == (2,) and env.done_keys == ["done", "terminated", "truncated"]
+    assert env.action_spec == OneHot(2, shape=(2, 2), dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"SerialEnv: allow_step_when_done=True is not supported \(reap's envs are "
+                                         r"reset when done; leave it out\)"):
+        SerialEnv(2, lambda: GymEnv("CartPole-v1"), allow_step_when_done=True)
+    with pytest.raises(TypeError, match=r"SerialEnv got unexpected keyword arguments \['num_envs'\]"):
+        SerialEnv(2, lambda: GymEnv("CartPole-v1"), num_envs=2)
+    with pytest.raises(ValueError, match="SerialEnv: device='meta' is not supported"):
+        SerialEnv(2, lambda: GymEnv("CartPole-v1"), device="meta")
+
+
+def test_env_creator_keywords_follow_torchrl():
+    from reap import EnvCreator
+
+    seen = []
+
+    def make(**kwargs):
+        seen.append(kwargs)
+        return CountingEnv()
+
+    creator = EnvCreator(make, {"limit": 1.0}, share_memory=False, other=2)
+    assert creator.create_env_kwargs == {"other": 2, "limit": 1.0} and not creator.initialized
+    creator(limit=5.0, extra=3)
+    assert seen[-1] == {"limit": 1.0, "extra": 3, "other": 2}  # the creator's keywords win, as in TorchRL
+    variant = creator.make_variant(limit=2.0)
+    variant()
+    assert seen[-1]["limit"] == 2.0 and creator.create_env_kwargs["limit"] == 1.0
+    assert creator.init_() is creator and creator.initialized and creator.full_action_spec["action"].shape == (1,)
+    with pytest.raises(TypeError, match="create_env_kwargs must be a dict of keyword arguments"):
+        EnvCreator(make, [1])

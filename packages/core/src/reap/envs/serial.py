@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import torch
+
 from reap.envs.base import EnvBase
 
 
@@ -39,11 +41,36 @@ def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[E
     return envs
 
 
+#: TorchRL's ``SerialEnv`` keywords that tune its buffers and processes: one process, no buffers here.
+_TUNING = ("pin_memory", "share_individual_td", "shared_memory", "memmap", "num_threads", "num_sub_threads",
+           "non_blocking", "mp_start_method", "use_buffers", "metadata_from_workers", "consolidate", "daemon",
+           "shutdown_timeout", "serial_for_single")
+#: TorchRL's keywords reap takes at these values only, and what to do instead.
+_ONLY = {
+    "policy_proof": (None, "reap's envs take any policy; leave it out"),
+    "allow_step_when_done": (False, "reap's envs are reset when done; leave it out"),
+}
+
+
 class SerialEnv(EnvBase):
-    """Batch ``num_workers`` envs (batch ``[num_workers, *env.batch_size]``) in one process."""
+    """Batch ``num_workers`` envs (batch ``[num_workers, *env.batch_size]``) in one process.
+
+    TorchRL's keyword arguments are taken; those tuning its buffers and worker processes
+    (``shared_memory``, ``num_threads``, ...) change nothing here, ``device`` is None or the
+    CPU, and ``policy_proof`` and ``allow_step_when_done`` only at their defaults.
+    """
 
     def __init__(self, num_workers: int, create_env_fn: Callable | Sequence[Callable], *,
-                 create_env_kwargs=None):
+                 create_env_kwargs=None, device=None, **kwargs):
+        unknown = sorted(set(kwargs) - set(_TUNING) - set(_ONLY))
+        if unknown:
+            raise TypeError(f"SerialEnv got unexpected keyword arguments {unknown}")
+        for name, (default, instead) in _ONLY.items():
+            if kwargs.get(name, default) is not default:
+                raise ValueError(f"SerialEnv: {name}={kwargs[name]!r} is not supported ({instead})")
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(f"SerialEnv: device={device!r} is not supported; reap's envs step on the CPU (move "
+                             "batches with the collector's storing_device)")
         self.envs = make_envs(num_workers, create_env_fn, create_env_kwargs)
         first = self.envs[0]
 
@@ -58,7 +85,7 @@ class SerialEnv(EnvBase):
                     f"shapes and dtypes; {env!r} differs from {first!r}"
                 )
         batch = (num_workers, *first.batch_size)
-        super().__init__(batch_size=batch, device=first.device)
+        super().__init__(batch_size=batch, device=first.device if device is None else device)
         for name in ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec",
                      "full_state_spec"):
             spec = getattr(first, name)
