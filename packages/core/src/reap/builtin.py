@@ -23,7 +23,7 @@ _SPEC_CLASSES = (
 _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")
 _ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
 _HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
-          **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}}
+          **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs"}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
@@ -46,9 +46,9 @@ MODULES = {
         "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "set_exploration_type",
         "step_mdp", *_ENV_HELPERS,
     ),
-    "reap.data": (*_SPECS, *_SPEC_CLASSES, "MultiStep"),
+    "reap.data": (*_SPECS, *_SPEC_CLASSES, "DensifyReward", "MultiStep"),
     "reap.data.tensor_specs": (*_SPECS, *_SPEC_CLASSES, *_SPEC_BOXES),
-    "reap.data.postprocs": ("MultiStep",),
+    "reap.data.postprocs": ("DensifyReward", "MultiStep"),
     "reap.envs.libs.gym": ("GymEnv",),
     "reap.weight_update": ("VanillaWeightUpdater", "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup",),
