@@ -151,3 +151,64 @@ def test_a_custom_env_torchrl_style_errors_as_torchrl(on_reap):
     assert DoneAtReset(allow_done_after_reset=True).reset()["done"].all()
     with pytest.raises(RuntimeError, match=r"Expected a tensordict with shape==env.batch_size, got torch.Size\(\[2\]\)"):
         on_reap.CountingEnv().step(TensorDict(action=torch.zeros(2, 1), batch_size=[2]))
+
+
+def test_auto_specs_finds_the_specs_of_an_env_as_torchrl(on_reap):
+    import torchrl.data
+
+    outcomes = []
+    for module, specs in ((on_reap, on_reap), (mocking, torchrl.data)):
+        env = module.CountingEnv()
+        td = env.reset()
+        action_spec = env.full_action_spec.clone()
+
+        def policy(td, action_spec=action_spec):
+            return td.update(action_spec.rand())
+
+        shape = env.batch_size
+        env.full_observation_spec = specs.Composite(shape=shape)
+        env.full_action_spec = specs.Composite(action=specs.Unbounded((0,)), shape=shape)
+        env.full_reward_spec = specs.Composite(shape=shape)
+        env.full_done_spec = specs.Composite(shape=shape)
+        env.full_state_spec = specs.Composite(shape=shape)
+        assert env.auto_specs_(policy, tensordict=td.copy(), observation_key="observation") is env
+        env.check_env_specs(tensordict=td.copy())
+        outcomes.append(env)
+    ours, theirs = outcomes
+    for name in SPECS:
+        assert getattr(ours, name) == getattr(theirs, name), name
+    with pytest.raises(RuntimeError, match=r"Keys \['observation'\] are unaccounted for"):
+        on_reap.CountingEnv().auto_specs_(lambda td: td.set("action", torch.ones(1, dtype=torch.int8)),
+                                          observation_key=[])
+
+
+def test_rollout_wraps_a_policy_on_tensors_as_torchrl():
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+
+    from reap import GymEnv
+
+    torch.manual_seed(0)
+    policy = torch.nn.Sequential(torch.nn.Linear(4, 2), _ArgMax())
+    ours = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    ours.set_seed(3)
+    theirs = TorchRLGymEnv("CartPole-v1", categorical_action_encoding=True)
+    a = ours.rollout(20, policy, break_when_any_done=False)
+    b = theirs.rollout(20, policy, auto_reset=False, tensordict=theirs.reset(seed=3), break_when_any_done=False)
+    assert_same_td(a, b)
+    with pytest.raises(TypeError, match="torch.nn.linear"):  # trusted, the module gets the TensorDict itself
+        ours.rollout(2, policy, trust_policy=True)
+
+
+class _ArgMax(torch.nn.Module):
+    def forward(self, values):
+        return values.argmax(-1)
+
+
+def test_a_pickled_env_keeps_its_locked_specs(on_reap):
+    import pickle
+
+    env = pickle.loads(pickle.dumps(on_reap.NestedCountingEnv()))
+    assert env.is_spec_locked and env.output_spec.is_locked and env.output_spec["full_done_spec", "data"].is_locked
+    with pytest.raises(RuntimeError, match="Cannot modify a locked Composite."):
+        env.input_spec["full_action_spec", "action"] = on_reap.Unbounded(())
+    assert env.rollout(2)["next", "data", "states"].shape == (2, 3, 1)

@@ -44,13 +44,16 @@ Examples:
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection
+from tensordict.nn import TensorDictModule, TensorDictModuleBase
 
 from reap.envs.done import any_done, complete_done, replace_last, update_during_reset
 from reap.envs.env_specs import FLAG_KEYS, EnvSpecs
-from reap.specs import Composite, TensorSpec
+from reap.specs import Composite, TensorSpec, Unbounded
 from reap.specs.base import _ordinal
 
 __all__ = ["FLAG_KEYS", "HIDDEN_PREFIX", "EnvBase", "is_hidden"]
@@ -483,6 +486,35 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         self.done_spec = done
         return self
 
+    def auto_specs_(self, policy, *, tensordict: TensorDictBase | None = None, action_key="action",
+                    done_key=None, observation_key="observation", reward_key="reward"):
+        """Set the specs from two steps under ``policy`` (TorchRL's ``auto_specs_``): each entry an
+        ``Unbounded`` spec of its shape and dtype, ``-1`` where the two steps differ; the keys
+        given are the actions, done flags (default: ``done``, ``terminated``, ``truncated``),
+        observations and rewards, the root's other entries the state. Returns the env."""
+        root = self.reset() if tensordict is None else tensordict
+        root.update(policy(root))
+        first = self.step(root.copy())
+        second_root = first.get("next").copy()
+        second = self.step(policy(second_root).copy())
+        inputs = _specs_of(root, second_root, self.batch_size)
+        outputs = _specs_of(first.pop("next"), second.pop("next"), self.batch_size)
+        keys = {name: [k] if isinstance(k, (str, tuple)) else list(k) for name, k in (
+            ("action", action_key), ("done", ["done", "terminated", "truncated"] if done_key is None else done_key),
+            ("reward", reward_key), ("observation", observation_key))}
+        actions = inputs.separates(*keys["action"])
+        done, rewards = outputs.separates(*keys["done"]), outputs.separates(*keys["reward"])
+        observations = outputs.separates(*keys["observation"])
+        if not outputs.is_empty(recurse=True):
+            raise RuntimeError(f"Keys {list(outputs.keys(True, True))} are unaccounted for. Make sure you have passed "
+                               "all the leaf names to the auto_specs_ method.")
+        for name, spec in (("full_action_spec", actions), ("full_done_spec", done),
+                           ("full_observation_spec", observations), ("full_reward_spec", rewards)):
+            if spec is not None:
+                setattr(self, name, spec)
+        self.full_state_spec = inputs
+        return self
+
     def empty_cache(self) -> None:
         self.__dict__["_keys_cache"] = {}
 
@@ -505,7 +537,9 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         ``break_when_any_done`` defaults to False) stops after the step where the last env is
         done: a done env is not stepped again (``"_step"``), its entries repeat its last step
         (``callback(env, root)`` after each step); ``auto_reset=False`` starts from
-        ``tensordict``, its done envs reset first; ``actions`` replays precomputed actions;
+        ``tensordict``, its done envs reset first; ``actions`` replays precomputed actions; a
+        policy on tensors (an ``nn.Module``, a function of observations) is wrapped to read the
+        observations and write the actions, unless ``trust_policy``;
         ``set_truncated`` marks the last step truncated (and done); ``return_contiguous=True``
         stacks densely (default: a lazy stack where the steps differ).
         """
@@ -530,6 +564,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             raise RuntimeError("tensordict must be provided when auto_reset is False")
         else:
             tensordict = self.maybe_reset(tensordict)
+        if policy is not None and not trust_policy:
+            policy = _tensordict_policy(policy, self)
         act = _caster(policy if policy is not None else self.rand_action, auto_cast_to_device, self.device)
         storing_device = None if storing_device is None else torch.device(storing_device)
         if break_when_any_done or break_when_all_done:
@@ -661,6 +697,19 @@ def _tuple(key) -> tuple:
     return (key,) if isinstance(key, str) else tuple(key)
 
 
+def _specs_of(first: TensorDictBase, second: TensorDictBase, batch) -> Composite:
+    """``Unbounded`` specs of ``first``'s entries (``-1`` where ``second``'s shape differs)."""
+    specs = {}
+    for key in first.keys(True, True):
+        value, other = first.get(key), second.get(key, None)
+        if not isinstance(value, torch.Tensor):
+            raise NotImplementedError(f"auto_specs_: {key!r} holds non-tensor data, which reap's specs do not "
+                                      "describe (TorchRL's NonTensor)")
+        shape = value.shape if other is None else [a if a == b else -1 for a, b in zip(value.shape, other.shape)]
+        specs[key] = Unbounded(shape, device=value.device, dtype=value.dtype)
+    return Composite(specs, batch_size=batch)
+
+
 def _key_tree(keys) -> dict:
     """``[("a", "b"), "c"]`` as ``{"a": {"b": {}}, "c": {}}``."""
     tree: dict = {}
@@ -701,6 +750,24 @@ def _replay(actions, key):
         return td.set(key, action if isinstance(action, TensorDictBase) else torch.as_tensor(action))
 
     return policy
+
+
+def _tensordict_policy(policy, env: EnvBase):
+    """``policy`` as a callable on TensorDicts (TorchRL's rollout wrapping): a module or function
+    on tensors reads the observations and writes the actions; a TensorDict callable stays as is."""
+    if isinstance(policy, TensorDictModuleBase) or hasattr(policy, "set_action_spec_from_env"):
+        return policy
+    try:
+        params = inspect.signature(getattr(policy, "forward", policy)).parameters
+    except (TypeError, ValueError):
+        return policy
+    names = list(params)
+    if names in (["tensordict"], ["td"]) or (len(names) == 1 and is_tensor_collection(params[names[0]].annotation)):
+        return policy
+    observations = list(env.observation_spec.keys())
+    if isinstance(policy, torch.nn.Module) or (names and all(n in observations for n in names)):
+        return TensorDictModule(policy, in_keys=observations, out_keys=env.action_keys)
+    return policy  # a function of the TensorDict under another name (TorchRL would pass it tensors)
 
 
 def _caster(policy, auto_cast_to_device: bool, env_device):

@@ -222,7 +222,8 @@ class EnvSpecs:
 
     @property
     def state_spec(self) -> Composite:
-        """Inputs of ``_step`` other than the actions; reap carries them in the observations."""
+        """Inputs of ``_step`` other than the actions; reap carries them in the observations (and
+        done flags)."""
         return self._storage("_input_spec")["full_state_spec"]
 
     @state_spec.setter
@@ -232,8 +233,8 @@ class EnvSpecs:
         if not isinstance(value, Composite):
             raise TypeError("The type of an state_spec must be Composite.")
         value = self._checked("state_spec", value)
-        observed = set(self.observation_spec.keys(True, True))
-        missing = [key for key in value.keys(True, True) if key not in observed]
+        carried = {*self.observation_spec.keys(True, True), *self.full_done_spec.keys(True, True)}
+        missing = [key for key in value.keys(True, True) if key not in carried]
         if missing:
             raise ValueError(f"state_spec: {missing} are not in observation_spec; reap carries an env's state from "
                              "step to step in its observations, so set observation_spec first, with these keys")
