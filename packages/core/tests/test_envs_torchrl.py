@@ -212,3 +212,21 @@ def test_a_pickled_env_keeps_its_locked_specs(on_reap):
     with pytest.raises(RuntimeError, match="Cannot modify a locked Composite."):
         env.input_spec["full_action_spec", "action"] = on_reap.Unbounded(())
     assert env.rollout(2)["next", "data", "states"].shape == (2, 3, 1)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"break_when_all_done": True}, {"break_when_any_done": False}])
+def test_serial_env_of_torchrl_test_envs_matches_torchrl_s(on_reap, kwargs):
+    from functools import partial
+
+    from torchrl.envs import SerialEnv as TorchRLSerialEnv
+
+    from reap.envs import SerialEnv
+
+    def policy(td):  # a new TensorDict, merged into the root by the rollout
+        return td.empty().set("action", torch.ones(td.shape + (1,), dtype=torch.int8))
+
+    ours = SerialEnv(4, [partial(on_reap.CountingEnv, 10 + i) for i in range(4)]).rollout(40, policy, **kwargs)
+    theirs = TorchRLSerialEnv(4, [partial(mocking.CountingEnv, 10 + i) for i in range(4)]).rollout(40, policy, **kwargs)
+    # reap's batched envs carry "truncated" (False here); TorchRL's CountingEnv has none
+    assert not ours["next", "truncated"].any()
+    assert_same_td(ours.exclude("truncated", ("next", "truncated")), theirs)

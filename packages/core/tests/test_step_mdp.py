@@ -30,10 +30,27 @@ def lazy_step() -> LazyStackedTensorDict:
     return LazyStackedTensorDict.lazy_stack(agents, 0)
 
 
+def locked_lazy_step() -> LazyStackedTensorDict:
+    """Three groups of four envs, stacked along dim 1, each group's entries of its own width;
+    locked, as TorchRL's tests hand it over."""
+    groups = []
+    for width in (1, 2, 3):
+        def group(value, keys, width=width):
+            return TensorDict({k: torch.full((4, width), value) for k in keys}, [4])
+        groups.append(TensorDict({"data": group(0.0, ("reward", "done", "action", "state", "other")),
+                                  "next": {"data": group(1.0, ("reward", "done", "state"))}}, [4]))
+    return LazyStackedTensorDict.lazy_stack(groups, dim=1).lock_()
+
+
 KEYWORDS = [dict(zip(("keep_other", "exclude_reward", "exclude_done", "exclude_action"), flags))
             for flags in itertools.product([True, False], repeat=4)]
-KEY_SETS = [{}, {"reward_keys": ("agents", "reward"), "done_keys": ["done", ("agents", "done")],
-                 "action_keys": [("agents", "action"), "action"]}]
+ROOT_AND_AGENTS = (nested_step, lazy_step, lambda: nested_step().lock_())
+#: keys, and the data they name (TorchRL copies a missing nested action key's leaf from the root)
+KEY_SETS = [({}, ROOT_AND_AGENTS),
+            ({"reward_keys": ("agents", "reward"), "done_keys": ["done", ("agents", "done")],
+              "action_keys": [("agents", "action"), "action"]}, ROOT_AND_AGENTS),
+            ({"reward_keys": ("data", "reward"), "done_keys": ("data", "done"), "action_keys": ("data", "action")},
+             (locked_lazy_step,))]
 
 
 def leaves(td) -> dict:
@@ -43,11 +60,11 @@ def leaves(td) -> dict:
     return {k: td.get(k).tolist() for k in td.keys(True, True) if td.get(k) is not None}
 
 
-@pytest.mark.parametrize("keys", KEY_SETS, ids=["default-keys", "nested-keys"])
-def test_step_mdp_matches_torchrl_on_every_keyword_combination(keys):
+@pytest.mark.parametrize("keys,data", KEY_SETS, ids=["default-keys", "nested-keys", "data-keys"])
+def test_step_mdp_matches_torchrl_on_every_keyword_combination(keys, data):
     torchrl_step_mdp = pytest.importorskip("torchrl.envs.utils").step_mdp
     for kwargs in KEYWORDS:
-        for make in (nested_step, lazy_step):
+        for make in data:
             ours, theirs = step_mdp(make(), **kwargs, **keys), torchrl_step_mdp(make(), **kwargs, **keys)
             assert type(ours) is type(theirs) and ours.batch_size == theirs.batch_size
             assert leaves(ours) == leaves(theirs), (make.__name__, kwargs)
