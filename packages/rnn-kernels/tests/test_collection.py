@@ -9,37 +9,10 @@ import time
 
 import pytest
 import torch
-from tensordict.nn import TensorDictModule, TensorDictSequential
 
-from reap import Collector, GymEnv, InitTracker, TransformedEnv
-from reap_rnn import LSTMModule, set_recurrent_mode
-
-NUM_ENVS, HIDDEN = 3, 8
-
-
-class Head(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(HIDDEN, 2)
-
-    def forward(self, embed):
-        return self.linear(embed).argmax(-1)
-
-
-def make_policy(backend="scan"):
-    torch.manual_seed(0)
-    lstm = LSTMModule(input_size=4, hidden_size=HIDDEN, num_layers=2, in_key="observation",
-                      out_key="embed", recurrent_backend=backend)
-    head = TensorDictModule(Head(), in_keys=["embed"], out_keys=["action"])
-    return TensorDictSequential(lstm, head), lstm
-
-
-def make_env():
-    _, lstm = make_policy()
-    env = GymEnv("CartPole-v1", num_envs=NUM_ENVS, categorical_action_encoding=True)  # Head gives indices
-    return TransformedEnv(env, InitTracker()).append_transform(
-        lstm.make_tensordict_primer()
-    )
+from reap import Collector
+from reap_rnn import set_recurrent_mode
+from reap_rnn.testing import NUM_ENVS, make_env, make_policy  # importable by worker processes
 
 
 def check_batch(batch, lstm):
