@@ -112,8 +112,8 @@ def test_bad_constructor_arguments():
         ReplayBuffer(batch_size=-1)
     with pytest.raises(ValueError, match="prefetch"):
         ReplayBuffer(prefetch=0.5)
-    with pytest.raises(NotImplementedError, match="ndim=2"):
-        LazyTensorStorage(10, ndim=2)
+    with pytest.raises(ValueError, match="ndim must be a positive integer, got ndim=0"):
+        LazyTensorStorage(10, ndim=0)
     with pytest.raises(ValueError, match="alpha"):
         PrioritizedReplayBuffer(alpha=-1, beta=0.5, storage=LazyTensorStorage(4))
     with pytest.raises(TypeError, match="storage must be"):

@@ -439,3 +439,91 @@ def test_what_cannot_be_shared_with_a_process_is_refused_before_it_starts(make, 
         child.start()  # the buffer is pickled before any process starts
     assert child.pid is None
     assert rb._shared_progress is None  # nothing changed
+
+
+# --------------------------------------------------------------------------- ndim > 1
+
+
+def test_two_dimensional_storages_are_torchrls():
+    torch.manual_seed(0)
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(100, ndim=2), batch_size=4)
+    index = rb.extend(TensorDict({"a": torch.arange(10).view(2, 5)}, [2, 5]))  # 2 envs, 5 steps
+    assert index.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1], [2, 0], [2, 1], [3, 0], [3, 1], [4, 0], [4, 1]]
+    assert (len(rb), rb.storage.max_size, rb.storage.shape, rb._writer._cursor, rb.write_count) == (
+        10, 100, (5, 2), 5, 5)
+    assert rb[:]["a"].tolist() == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]  # [envs, steps], as extended
+    rb.extend(TensorDict({"a": torch.arange(10).view(2, 5) + 100}, [2, 5]))
+    sample, info = rb.sample(return_info=True)
+    assert sample["a"].tolist() == [9, 109, 8, 5] and sample["index"].tolist() == [[4, 1], [9, 1], [3, 1], [0, 1]]
+    assert [i.tolist() for i in info["index"]] == [[4, 9, 3, 0], [1, 1, 1, 1]]
+    odd = ReplayBuffer(storage=LazyMemmapStorage(7, ndim=2))  # rows of 3 items: 9 in all
+    odd.extend(torch.arange(6).view(3, 2))
+    assert (odd.storage.max_size, len(odd), odd.extend(torch.arange(6).view(3, 2) + 10)[:2].tolist()) == (
+        9, 6, [[2, 0], [2, 1]])
+    assert odd[:].tolist() == [[11, 1, 10], [13, 3, 12], [15, 5, 14]] and odd._writer._cursor == 1
+    with pytest.raises(NotImplementedError, match="rb\\[index\\] = data on a storage with ndim > 1"):
+        odd[0] = torch.zeros(3)
+    with pytest.raises(NotImplementedError, match="dim_extend=storage.ndim - 1 = 1"):
+        ReplayBuffer(storage=LazyTensorStorage(10, ndim=2), dim_extend=0)
+    with pytest.raises(ValueError, match="TensorDictMaxValueWriter is not compatible with storages with more"):
+        ReplayBuffer(storage=LazyTensorStorage(12, ndim=2), writer=TensorDictMaxValueWriter())
+
+
+def test_two_dimensional_samplers_are_torchrls():
+    torch.manual_seed(0)
+    epochs = ReplayBuffer(storage=LazyTensorStorage(12, ndim=2), sampler=SamplerWithoutReplacement(), batch_size=5)
+    epochs.extend(torch.arange(12).view(3, 4))
+    assert [b.tolist() for b in epochs] == [[10, 0, 9, 3, 6], [5, 8, 7, 1, 4], [11, 2]]
+    traj = torch.stack([torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]), torch.arange(2).repeat_interleave(6)])
+    rb = TensorDictReplayBuffer(sampler=SliceSampler(traj_key="trajectory", num_slices=2), batch_size=6,
+                                storage=LazyTensorStorage(20, ndim=2))  # 10 rows: the last 2 steps wrap
+    rb.extend(TensorDict({"trajectory": traj, "steps": torch.arange(12).expand(2, 12)}, [2, 12]))
+    slices = [rb.sample() for _ in range(4)]
+    assert [s["steps"].tolist() for s in slices] == [
+        [3, 4, 5, 3, 4, 5], [2, 3, 4, 2, 3, 4], [3, 4, 5, 6, 7, 8], [9, 10, 11, 9, 10, 11]]
+    assert slices[3]["index"].tolist() == [[9, 0], [0, 0], [1, 0]] * 2
+    assert slices[0]["next", "truncated"].view(-1).tolist() == [False, False, True] * 2
+
+
+def test_two_dimensional_priorities_take_row_and_column_indices():
+    rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, priority_key="p", batch_size=4,
+                                           storage=LazyTensorStorage(100, ndim=2))
+    index = rb.extend(TensorDict({"a": torch.arange(5).expand(2, 5), "p": torch.ones(2, 5) / 2}, [2, 5]))
+    tree = rb.sampler._tree
+    assert tree[torch.arange(10)].tolist() == [0.5] * 10
+    rb.update_priority(index, 2)
+    assert tree[torch.arange(10)].tolist() == [2.0] * 10
+    sample = rb.sample()
+    sample["p"] = torch.full((4,), 10_000.0)
+    rb.update_tensordict_priority(sample)
+    assert (tree[torch.arange(10)].view(5, 2)[sample["index"].unbind(-1)] == 10_000).all()
+    again = rb.sample()["index"]
+    assert (again.unsqueeze(0) == sample["index"].unsqueeze(1)).all(-1).any(0).all()
+    sliced = ReplayBuffer(storage=LazyTensorStorage(10, ndim=2), batch_size=2,
+                          sampler=PrioritizedSliceSampler(10, 1.0, 1.0, slice_len=2))
+    sliced.extend(TensorDict({("next", "done"): torch.zeros(2, 3, 1, dtype=torch.bool)}, [2, 3]))
+    with pytest.raises(NotImplementedError, match="PrioritizedSliceSampler over a storage with ndim > 1"):
+        sliced.sample()
+
+
+def test_two_dimensional_checkpoints(tmp_path):
+    rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(100, ndim=2, scratch_dir=tmp_path), batch_size=4,
+                                sampler=SamplerWithoutReplacement())
+    for i in range(25):  # 34 rows of 3: the ring wraps
+        rb.extend(TensorDict({"obs": torch.arange(6).view(3, 2) + 10 * i}, [3, 2]))
+    rb.sample()
+    rb.dumps(tmp_path)  # in place
+    rb.dumps(tmp_path / "copy")
+    expected = rb.sample()["obs"]
+    for other in (TensorDictReplayBuffer(storage=LazyMemmapStorage(100, ndim=2, scratch_dir=tmp_path, existsok=True),
+                                         batch_size=4, sampler=SamplerWithoutReplacement()),
+                  TensorDictReplayBuffer(storage=LazyMemmapStorage(100, ndim=2), batch_size=4,
+                                         sampler=SamplerWithoutReplacement())):
+        other.loads(tmp_path if other.storage.scratch_dir == tmp_path else tmp_path / "copy")
+        assert len(other) == 102 and torch.equal(other[:]["obs"], rb[:]["obs"])
+        assert torch.equal(other.sample()["obs"], expected)  # the sampler's epoch too
+    reopened = LazyMemmapStorage.open(tmp_path)
+    assert (reopened.ndim, len(reopened), reopened.shape) == (2, 102, (34, 3))
+    with pytest.raises(Exception, match="holds a storage of ndim=2, this buffer's is 1"):
+        TensorDictReplayBuffer(storage=LazyMemmapStorage(100), sampler=SamplerWithoutReplacement()).loads(
+            tmp_path / "copy")

@@ -636,6 +636,45 @@ def remote_buffer_called_locally(L):
     return len(rb), rb.sample().batch_size
 
 
+@same
+def two_dimensional_storages(L):
+    rb = L.TensorDictReplayBuffer(storage=L.LazyTensorStorage(100, ndim=2), batch_size=4)
+    index = rb.extend(TensorDict({"a": torch.arange(10).view(2, 5), "p": torch.ones(2, 5)}, [2, 5]))
+    first = (index, len(rb), rb.storage.max_size, rb.storage.shape, rb._writer._cursor, rb.write_count,
+             rb[:].exclude("index"))  # TorchRL's also has the "index" column reap does not store
+    rb.extend(TensorDict({"a": torch.arange(10).view(2, 5) + 100, "p": torch.ones(2, 5)}, [2, 5]))
+    odd = L.ReplayBuffer(storage=L.LazyMemmapStorage(7, ndim=2), batch_size=3)  # 3 rows of 3
+    second = [odd.extend(torch.arange(6).view(3, 2)), odd.storage.max_size, len(odd), odd[:].clone()]
+    second += [odd.extend(torch.arange(6).view(3, 2) + 10), len(odd), odd[:], odd._writer._cursor]
+    return first, len(rb), rb[:]["a"], rb.sample(return_info=True), second, odd.sample(return_info=True)
+
+
+@same
+def two_dimensional_epochs(L):
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(12, ndim=2), sampler=L.SamplerWithoutReplacement(), batch_size=5)
+    rb.extend(torch.arange(12).view(3, 4))
+    return [b for b in rb], rb.sample(return_info=True)
+
+
+@same
+def two_dimensional_slices(L):
+    traj = torch.stack([torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]), torch.arange(2).repeat_interleave(6)], 0)
+    rb = L.TensorDictReplayBuffer(sampler=L.SliceSampler(traj_key="trajectory", num_slices=2), batch_size=6,
+                                  storage=L.LazyTensorStorage(20, ndim=2))  # 10 rows: the steps wrap
+    rb.extend(TensorDict({"trajectory": traj, "steps": torch.arange(12).expand(2, 12)}, [2, 12]))
+    done = torch.zeros(3, 8, 1, dtype=torch.bool)
+    done[0, 3], done[1, 5], done[2, 7] = True, True, True
+    ends = L.TensorDictReplayBuffer(sampler=L.SliceSampler(slice_len=2), storage=L.LazyMemmapStorage(24, ndim=2),
+                                    batch_size=4)
+    ends.extend(TensorDict({"obs": torch.arange(24).view(3, 8), ("next", "done"): done}, [3, 8]))
+    return [rb.sample() for _ in range(4)], [ends.sample() for _ in range(4)]
+
+
+@same
+def max_value_writer_refuses_two_dimensions(L):
+    return raised(L.ReplayBuffer, storage=L.LazyTensorStorage(12, ndim=2), writer=L.TensorDictMaxValueWriter())
+
+
 @pytest.mark.parametrize("name", sorted(SAME))
 def test_same_as_torchrl(name, tmp_path):
     fn = SAME[name]

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from tensordict import TensorDictBase, is_tensor_collection
+from torch.utils._pytree import tree_map
 
 from reap_replay._aliases import DumpsAliases
 from reap_replay._warn import _warn_once
@@ -107,11 +108,6 @@ def _refuse_options(name: str, *, sample_unit, checkpointer, consume_after_n_sam
         raise ValueError("transport_options are only valid for a remote ReplayBuffer.")
     if dim_extend is not None and dim_extend < 0:
         raise ValueError("dim_extend must be a positive value.")
-    if dim_extend not in (None, 0):
-        raise NotImplementedError(
-            f"dim_extend={dim_extend} is not supported: reap-replay writes items along the first "
-            "dimension (dim_extend=0); transpose the data before extend()"
-        )
     if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0):
         raise ValueError(f"prefetch must be None or an integer >= 0, got prefetch={prefetch!r}")
 
@@ -147,7 +143,7 @@ class _SharedLock:
         if self.depth == 0:
             last = self.storage._last_cursor
             self.progress.copy_(torch.tensor([
-                len(self.storage), -1 if last is None else last, self.writer._cursor,
+                self.storage._len, -1 if last is None else last, self.writer._cursor,
                 self.writer._write_count,
             ]))
         self.lock.release()
@@ -254,6 +250,12 @@ class ReplayBuffer(DumpsAliases):
         self._sampler = _build(sampler, Sampler, "sampler") or self._default_sampler()
         self._writer = _build(writer, Writer, "writer") or self._default_writer()
         self._writer.register_storage(self._storage)
+        if dim_extend not in (None, self._storage.ndim - 1):
+            raise NotImplementedError(
+                f"dim_extend={dim_extend} is not supported: reap-replay extends along the storage's "
+                f"last item dimension (dim_extend=storage.ndim - 1 = {self._storage.ndim - 1}); "
+                "transpose the data before extend()"
+            )
         if self._batch_size is None and getattr(self._sampler, "drop_last", False):
             raise ValueError(
                 "Samplers with drop_last=True must work with a predictable batch-size. "
@@ -322,8 +324,15 @@ class ReplayBuffer(DumpsAliases):
 
     @property
     def dim_extend(self) -> int:
-        """The dimension ``extend`` writes items along: always 0."""
-        return 0
+        """The dimension of the data ``extend`` writes rows along: ``storage.ndim - 1`` (0 but
+        for ``ndim`` > 1 storages, whose ``[B, T]`` batches are written as ``T`` rows)."""
+        return self._storage.ndim - 1
+
+    def _transpose(self, data):
+        """``[B, T, ...]`` data as ``[T, B, ...]`` rows (``dim_extend`` swapped with 0)."""
+        if isinstance(data, (torch.Tensor, TensorDictBase)) or is_tensor_collection(data):
+            return data.transpose(self.dim_extend, 0)
+        return tree_map(lambda x: x.transpose(self.dim_extend, 0), data)
 
     @property
     def initialized(self) -> bool:
@@ -455,7 +464,10 @@ class ReplayBuffer(DumpsAliases):
                 return self[index[0]]
             return self[:][index]
         with self._lock:
-            data = self._storage.get(index)
+            if self._storage.ndim > 1:  # the [B, T] layout extend() took
+                data = self._transpose(self._storage.get(slice(None)))[index]
+            else:
+                data = self._storage.get(index)
         if isinstance(data, list):
             data = self._collate_fn(data)
         return self._transform(data) if self._transform else data
@@ -467,6 +479,11 @@ class ReplayBuffer(DumpsAliases):
             raise NotImplementedError(
                 "rb[key] = value is not supported: write whole items (rb[index] = data), or "
                 "rb.set_(key, value) for one entry of every item"
+            )
+        if self._storage.ndim > 1:
+            raise NotImplementedError(
+                "rb[index] = data on a storage with ndim > 1 is not supported: write whole batches "
+                "with extend(), or use an ndim=1 storage"
             )
         if self._transform:
             value = self._transform.inv(value)
@@ -516,8 +533,14 @@ class ReplayBuffer(DumpsAliases):
         with self._lock:
             index = self._writer.add(data)
             if index is not None:
-                self._sampler.add(index)
+                self._sampler_add(index)
         return index
+
+    def _sampler_add(self, row: int) -> None:
+        if self._storage.ndim > 1:  # a row of several items
+            self._sampler.extend(self._storage._row_items(torch.tensor([row])))
+        else:
+            self._sampler.add(row)
 
     def _inv_one(self, data):
         """The inverse transforms of one item, seen as a batch of one (as TorchRL's)."""
@@ -541,14 +564,30 @@ class ReplayBuffer(DumpsAliases):
             data = self._transform.inv(data)
             if data is None:
                 return torch.zeros((0, 1), dtype=torch.long)
+        return self._write(data)
+
+    def _write(self, data) -> torch.Tensor:
+        """Writes a batch; returns the indices of its items (``[n, ndim]`` with ``ndim`` > 1)."""
+        if self._storage.ndim == 1:
+            with self._lock:
+                index = self._writer.extend(data)
+                self._sampler.extend(index)
+            return index
         with self._lock:
-            index = self._writer.extend(data)
-            self._sampler.extend(index)
-        return index
+            items = self._storage._row_items(self._writer.extend(self._transpose(data)))
+            self._sampler.extend(items)
+        return torch.stack(self._storage._unravel(items), -1)
 
     def update_priority(self, index, priority) -> None:
         """Sets the priority of the items at ``index`` (a prioritized sampler only)."""
-        if isinstance(index, tuple):
+        ndim = self._storage.ndim
+        if ndim > 1:  # (row, column) indices to item numbers; [B, T] priorities to rows first
+            if isinstance(index, tuple) or (torch.as_tensor(index).ndim > 1 and index.shape[-1] == ndim):
+                index = self._storage._ravel(index)
+            priority = torch.as_tensor(priority)
+            if priority.ndim > 1:
+                priority = self._transpose(priority).flatten()
+        elif isinstance(index, tuple):
             index = torch.stack(index, -1)
         with self._lock:
             self._sampler.update_priority(index, priority, storage=self._storage)
@@ -575,6 +614,8 @@ class ReplayBuffer(DumpsAliases):
     def _sample(self, batch_size: int):
         with self._lock:
             index, info = self._sampler.sample(self._storage, batch_size)
+            if self._storage.ndim > 1:
+                index = self._storage._unravel(index)  # item numbers to (row, column)
             data = self._storage.get(index)
         info["index"] = self._sampler._info_index(index)
         data = self._collate_fn(data)
@@ -744,7 +785,7 @@ class ReplayBuffer(DumpsAliases):
         with self._lock:
             last = self._storage._last_cursor
             self._shared_progress = torch.tensor([
-                len(self._storage), -1 if last is None else last, self._writer._cursor,
+                self._storage._len, -1 if last is None else last, self._writer._cursor,
                 self._writer._write_count,
             ]).share_memory_()
             lock = self._lock if self.shared else _process_lock()

@@ -93,8 +93,8 @@ def dump(rb, path, checksum: bool) -> None:
 
 def _storage_meta(rb, path: Path, tensors: dict, checksum: bool) -> dict:
     s = rb._storage
-    meta = {"kind": type(s).__name__, "max_size": s.max_size, "len": len(s),
-            "last_cursor": s._last_cursor}
+    meta = {"kind": type(s).__name__, "max_size": _asked_size(s), "ndim": s.ndim, "len": s._len,
+            "items_per_row": s._cells, "last_cursor": s._last_cursor}
     if isinstance(s, ListStorage):
         items = s._storage
         if not all(isinstance(x, torch.Tensor) for x in items):
@@ -113,7 +113,7 @@ def _storage_meta(rb, path: Path, tensors: dict, checksum: bool) -> dict:
     if not s.initialized:
         return meta
     meta["layout"] = "tensordict" if s._leaves is not None else "tensor"
-    n = len(s)
+    n = s._len
     if isinstance(s, LazyMemmapStorage) and s.scratch_dir.resolve() == path.resolve():
         layout_id, generation = s._seal()
         bufs = dict(s.leaf_items())
@@ -162,7 +162,7 @@ def _plan_load(rb, path: Path, meta: dict, tensors: dict, verify: bool):
         batch_size = meta.get("batch_size")
         if batch_size is not None:
             _check_positive("batch_size", batch_size)
-    max_size = rb._storage.max_size
+    max_size = rb._storage._max_rows
     with _invalid(path, "storage"):
         st = meta["storage"]
         n, last = st["len"], st.get("last_cursor")
@@ -172,7 +172,10 @@ def _plan_load(rb, path: Path, meta: dict, tensors: dict, verify: bool):
             raise ValueError(f"last_cursor={last!r} is not a position within max_size={max_size}")
     with _invalid(path, "sampler"):
         sampler_state = _join_state(meta["sampler"]["state"], tensors, path)
-        rb._sampler._check_state(sampler_state, n)
+        items_per_row = st.get("items_per_row", 1)
+        if not _is_size(items_per_row) or items_per_row == 0:
+            raise ValueError(f"items_per_row={items_per_row!r} is not a positive integer")
+        rb._sampler._check_state(sampler_state, n * items_per_row)
     with _invalid(path, "writer"):
         writer_state = _join_state(meta["writer"]["state"], tensors, path)
         rb._writer._check_state(writer_state, n)
@@ -203,18 +206,26 @@ def _check_kinds(rb, path, meta) -> None:
             ("writer", meta["writer"]["kind"], type(rb._writer).__name__),
         ]
         max_size = meta["storage"]["max_size"]
-    except (KeyError, TypeError) as err:
+        ndim = meta["storage"].get("ndim", 1)
+    except (KeyError, TypeError, AttributeError) as err:
         raise ckpt.CheckpointError(f"{path}: meta.json lacks {err}") from None
     for what, saved, mine in pairs:
         if saved != mine:
             raise ckpt.CheckpointError(
                 f"{path} holds a {what} of kind {saved}, but this buffer uses {mine}"
             )
-    if max_size != rb._storage.max_size or isinstance(max_size, bool):
+    if max_size != _asked_size(rb._storage) or isinstance(max_size, bool):
         raise ckpt.CheckpointError(
             f"{path} holds a storage of max_size={max_size!r}, this buffer's is "
-            f"{rb._storage.max_size}"
+            f"{_asked_size(rb._storage)}"
         )
+    if ndim != rb._storage.ndim:
+        raise ckpt.CheckpointError(f"{path} holds a storage of ndim={ndim!r}, this buffer's is {rb._storage.ndim}")
+
+
+def _asked_size(storage):
+    """The ``max_size`` the storage was built with (with ``ndim`` > 1 it grows to whole rows)."""
+    return getattr(storage, "_asked_max_size", storage.max_size)
 
 def _plan_storage(rb, path: Path, meta: dict, tensors: dict, n: int, last, verify: bool):
     s = rb._storage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -104,15 +105,17 @@ class TensorDictReplayBuffer(ReplayBuffer):
                 return torch.zeros((0, 1), dtype=torch.long)
         priority = None
         if isinstance(self._sampler, PrioritizedSampler):
-            priority = self._reduce_priority(data.unsqueeze(0), 1)
+            items = math.prod(data.shape[: self._storage.ndim - 1])  # in the row (1 with ndim 1)
+            priority = self._reduce_priority(data.unsqueeze(0), items)
             if priority is not None:  # refused before the item is written
                 self._sampler._check_priority(priority)
         with self._lock:
             index = self._writer.add(data)
             if index is not None:
-                self._sampler.add(index)
+                self._sampler_add(index)
         if index is not None and priority is not None:
-            self.update_priority(torch.tensor([index]), priority)
+            self.update_priority(self._storage._row_items(torch.tensor([index]))
+                                 if self._storage.ndim > 1 else torch.tensor([index]), priority)
         return index
 
     def extend(self, tensordicts, *, update_priority: bool | None = None) -> torch.Tensor:
@@ -130,12 +133,11 @@ class TensorDictReplayBuffer(ReplayBuffer):
             return torch.zeros((0, 1), dtype=torch.long)
         priority = None
         if update_priority is not False and isinstance(self._sampler, PrioritizedSampler):
-            priority = self._reduce_priority(data, data.shape[0])
+            rows = self._transpose(data) if self._storage.ndim > 1 else data
+            priority = self._reduce_priority(rows, math.prod(rows.shape[: self._storage.ndim]))
             if priority is not None:  # refused before any row is written
                 self._sampler._check_priority(priority)
-        with self._lock:
-            index = self._writer.extend(data)
-            self._sampler.extend(index)
+        index = self._write(data)
         if priority is not None:
             self.update_priority(index, priority)
         return index
@@ -157,5 +159,9 @@ class TensorDictReplayBuffer(ReplayBuffer):
         priority = self._reduce_priority(data, n)
         if priority is None:
             raise KeyError(f"the TensorDict has no {self.priority_key!r} entry (priority_key)")
-        index = data.get("index").reshape(n, -1)[:, 0]
+        index = data.get("index")
+        if self._storage.ndim > 1:  # (row, column) of each item
+            index = self._storage._ravel(index.reshape(n, -1, self._storage.ndim)[:, 0])
+        else:
+            index = index.reshape(n, -1)[:, 0]
         super().update_priority(index, priority)

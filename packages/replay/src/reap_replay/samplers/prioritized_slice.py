@@ -102,6 +102,11 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         n = len(storage)
         if n == 0:
             raise RuntimeError(_EMPTY)
+        if storage.ndim > 1:
+            raise NotImplementedError(
+                "PrioritizedSliceSampler over a storage with ndim > 1 is not supported by "
+                "reap-replay: store the steps along one dimension (ndim=1, batch.reshape(-1))"
+            )
         self._follow_storage(storage)
         num_slices, seq = self._shape(batch_size)
         starts, lengths = self._bounds(storage)

@@ -25,7 +25,11 @@ class RandomSampler(Sampler):
         n = len(storage)
         if n == 0:
             raise RuntimeError(_EMPTY)
-        index = torch.randint(n, (batch_size,), generator=self._rng)
+        if storage.ndim == 1:
+            index = torch.randint(n, (batch_size,), generator=self._rng)
+        else:  # a row and a column (...) each, drawn in turn as TorchRL does
+            index = storage._ravel(tuple(torch.randint(d, (batch_size,), generator=self._rng)
+                                         for d in storage.shape))
         device = _index_device(storage)
         if device.type != "cpu":
             index = index.to(device)

@@ -203,11 +203,17 @@ class SliceSampler(Sampler):
             key = (id(storage), storage._revision, len(storage))
             if self._cache.get("key") == key:
                 return self._cache["bounds"]
-        n = len(storage)
-        at_capacity = storage.max_size is not None and n >= storage.max_size
+        rows = storage._len
+        at_capacity = storage.max_size is not None and rows >= storage._max_rows
         last = storage._last_cursor
-        cursor = None if last is None else (last - 1) % n
-        bounds = trajectory_bounds(self._end_flags(storage, n, at_capacity), at_capacity, cursor)
+        cursor = None if last is None else (last - 1) % rows
+        end = self._end_flags(storage, rows, at_capacity)
+        if end.ndim == 1:
+            bounds = trajectory_bounds(end, at_capacity, cursor)
+        else:  # ndim > 1: trajectories run down each column; positions are column * rows + row
+            columns = [trajectory_bounds(column, at_capacity, cursor) for column in end.unbind(1)]
+            bounds = (torch.cat([starts + j * rows for j, (starts, _) in enumerate(columns)]),
+                      torch.cat([lengths for _, lengths in columns]))
         if self.cache_values:
             self._cache.update(key=(id(storage), storage._revision, len(storage)), bounds=bounds)
         return bounds
@@ -219,8 +225,9 @@ class SliceSampler(Sampler):
         if self._auto_key:
             traj_key = next((k for k in (("collector", "traj_ids"), "episode")
                              if storage.get_leaf(k) is not None), None)
+        cells = storage._cells
         if traj_key is not None and storage.get_leaf(traj_key) is not None:
-            return _changes(_one_per_row(storage.get_leaf(traj_key)[:n]), at_capacity)
+            return _changes(_one_per_item(storage.get_leaf(traj_key)[:n], cells), at_capacity)
         keys = self.end_keys if self.end_keys is not None else (self.end_key,)
         flags = [storage.get_leaf(k) for k in keys if storage.get_leaf(k) is not None]
         if not flags:
@@ -230,9 +237,9 @@ class SliceSampler(Sampler):
                 f"SliceSampler needs the entry of {' or '.join(names)} in the storage to find the "
                 "trajectories; none is stored"
             )
-        end = _one_per_row(flags[0][:n]).bool()
+        end = _one_per_item(flags[0][:n], cells).bool()
         for flag in flags[1:]:
-            end = end | _one_per_row(flag[:n]).bool()
+            end = end | _one_per_item(flag[:n], cells).bool()
         return end.cpu()
 
     # ---------------------------------------------------------------- samples
@@ -310,18 +317,20 @@ class SliceSampler(Sampler):
             offset = offset.clamp_min(0)
         if right and bool((offset + seq > length).any()):
             seq = torch.minimum(torch.as_tensor(seq), length - offset)
-        first = start + offset
-        n = len(storage)
+        rows = storage._len
+        base = start - start % rows  # the column's first position (0 with ndim 1)
+        first = start % rows + offset
         if isinstance(seq, int):
             steps = torch.arange(seq)
-            index = ((first.unsqueeze(1) + steps) % n).reshape(-1)
+            index = (base.unsqueeze(1) + (first.unsqueeze(1) + steps) % rows).reshape(-1)
             last_step = (steps == seq - 1).repeat(num_slices)
             first_step = (steps == 0).repeat(num_slices)
             mask = None
         elif pad_to is not None:
             steps = torch.arange(pad_to)
             real = steps < seq.unsqueeze(1)
-            index = ((first.unsqueeze(1) + torch.minimum(steps, (seq - 1).unsqueeze(1))) % n).reshape(-1)
+            offsets = torch.minimum(steps, (seq - 1).unsqueeze(1))
+            index = (base.unsqueeze(1) + (first.unsqueeze(1) + offsets) % rows).reshape(-1)
             last_step = (steps == (seq - 1).unsqueeze(1)).reshape(-1)
             first_step = (steps == 0).repeat(num_slices)
             mask = real.reshape(-1)
@@ -330,10 +339,12 @@ class SliceSampler(Sampler):
             slice_of = torch.repeat_interleave(torch.arange(num_slices), seq)
             begin = torch.cumsum(seq, 0) - seq
             step = torch.arange(total) - begin[slice_of]
-            index = (first[slice_of] + step) % n
+            index = base[slice_of] + (first[slice_of] + step) % rows
             last_step = step == seq[slice_of] - 1
             first_step = step == 0
             mask = None
+        if storage.ndim > 1:  # column-major positions to item numbers (row * items per row + column)
+            index = index % rows * storage._cells + index // rows
         info = self._flags(storage, index, last_step, first_step)
         if mask is not None:
             info[("collector", "mask")] = mask
@@ -344,8 +355,8 @@ class SliceSampler(Sampler):
 
     def _info_index(self, index):
         """TorchRL's layout: one index tensor per storage dimension, ``(index,)``; a
-        ``TensorDictReplayBuffer`` stacks it into ``"index"`` of shape ``[batch, 1]``."""
-        return (index,)
+        ``TensorDictReplayBuffer`` stacks it into ``"index"`` of shape ``[batch, ndim]``."""
+        return index if isinstance(index, tuple) else (index,)
 
     def _flags(self, storage, index, last_step, first_step) -> dict:
         info = {}
@@ -355,15 +366,15 @@ class SliceSampler(Sampler):
             terminated_key = _replace_last(self.truncated_key, "terminated")
             truncated = last_step.unsqueeze(1).to(device)
             info[self.truncated_key] = truncated
-            done = storage.get_leaf(done_key)
+            done = storage.get_item_leaf(done_key)
             if done is None:
                 info[done_key] = truncated.clone()
             else:
                 done = _rows(done, index)
                 info[done_key] = done | truncated.view(-1, *([1] * (done.ndim - 1)))
-            terminated = storage.get_leaf(terminated_key)
+            terminated = storage.get_item_leaf(terminated_key)
             info[terminated_key] = torch.zeros_like(truncated) if terminated is None else _rows(terminated, index)
-        stored = None if self.init_key is None else storage.get_leaf(self.init_key)
+        stored = None if self.init_key is None else storage.get_item_leaf(self.init_key)
         if stored is not None:
             init = _rows(stored, index)
             info[self.init_key] = init | first_step.to(init.device).view(-1, *([1] * (init.ndim - 1)))
@@ -400,24 +411,25 @@ def _rows(buf: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return buf.index_select(0, index.to(buf.device))
 
 
-def _one_per_row(value: torch.Tensor) -> torch.Tensor:
-    """A trajectory id or end flag per row (``[n]`` or ``[n, 1]``), else TorchRL's error."""
-    n = value.shape[0]
-    flat = value.reshape(n, -1)
-    if flat.shape[1] != 1:
+def _one_per_item(value: torch.Tensor, cells: int) -> torch.Tensor:
+    """A trajectory id or end flag per item: ``[rows]`` (or ``[rows, items per row]``), else
+    TorchRL's error."""
+    flat = value.reshape(value.shape[0], cells, -1)
+    if flat.shape[2] != 1:
         raise RuntimeError(
-            "Expected the end-of-trajectory signal to be 1-dimensional (one value per stored "
-            f"item), got a tensor of shape {list(value.shape)}; store the items one step each"
+            "Expected the end-of-trajectory signal to be one value per stored item, got a tensor "
+            f"of shape {list(value.shape)}; store the items one step each"
         )
-    return flat[:, 0]
+    return flat[:, 0, 0] if cells == 1 else flat[..., 0]
 
 
 def _changes(traj: torch.Tensor, at_capacity: bool) -> torch.Tensor:
-    """End flags where the trajectory id changes (at the last row: whether it wraps)."""
+    """End flags where the trajectory id changes down the rows (at the last row: whether it
+    wraps to the first)."""
     traj = traj.cpu()
-    end = torch.empty(traj.shape[0], dtype=torch.bool)
+    end = torch.empty(traj.shape, dtype=torch.bool)
     torch.ne(traj[1:], traj[:-1], out=end[:-1])
-    end[-1] = bool(traj[-1] != traj[0]) if at_capacity else True
+    end[-1] = traj[-1] != traj[0] if at_capacity else True
     return end
 
 

@@ -20,11 +20,9 @@ def _check_max_size(max_size, *, allow_none=False):
 
 
 def _check_ndim(ndim):
-    if ndim != 1:
-        raise NotImplementedError(
-            f"ndim={ndim} is not supported: reap-replay storages hold items along their first "
-            "dimension only (ndim=1). A [n_envs, T] batch is stored as n_envs items of length T."
-        )
+    if isinstance(ndim, bool) or not isinstance(ndim, int) or ndim < 1:
+        raise ValueError(f"ndim must be a positive integer, got ndim={ndim!r}")
+    return ndim
 
 
 def _spawning() -> bool:
@@ -150,10 +148,13 @@ class Storage(DumpsAliases):
     ndim = 1
     _rng: torch.Generator | None = None
     _revision = 0  # counts the changes of the rows, for samplers that cache what they read
+    #: Items per row: with ``ndim`` > 1, a row (what a writer writes) holds several items.
+    _cells = 1
 
     def __init__(self, max_size):
         self.max_size = max_size
-        self._len = 0
+        self._max_rows = max_size  # how many rows the writers cycle through
+        self._len = 0  # rows written
         self._last_cursor = None  # one past the newest write (for trajectory ends)
 
     def __len__(self) -> int:
@@ -166,12 +167,12 @@ class Storage(DumpsAliases):
         self.set(index, value)
 
     def __iter__(self):
-        for i in range(len(self)):
+        for i in range(self._len):
             yield self[i]
 
     def contains(self, item):
-        """Whether slot ``item`` (an int, or each of a tensor of ints) holds an item."""
-        n = len(self)
+        """Whether row ``item`` (an int, or each of a tensor of ints) holds items."""
+        n = self._len
         if isinstance(item, torch.Tensor):
             item = torch.where(item < 0, item + n, item)
             return (item >= 0) & (item < n)

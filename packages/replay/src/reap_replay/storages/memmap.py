@@ -149,7 +149,9 @@ class LazyMemmapStorage(TensorStorage):
             "version": _MEMMAP_VERSION,
             "id": self._layout_id,
             "kind": kind,
-            "max_size": self.max_size,
+            "max_size": self._max_rows,  # rows: with ndim > 1, each holds several items
+            "ndim": self.ndim,
+            "asked_max_size": self._asked_max_size,
             "item_dims": item_dims,
             "tds": tds,
             "leaves": [
@@ -222,9 +224,10 @@ class LazyMemmapStorage(TensorStorage):
         """
         layout = _read_layout(Path(scratch_dir))
         self = cls(
-            layout["max_size"],
+            layout.get("asked_max_size", layout["max_size"]),
             scratch_dir=scratch_dir,
             device=device,
+            ndim=layout.get("ndim", 1),
             existsok=True,
             auto_cleanup=auto_cleanup,
         )
@@ -245,10 +248,12 @@ class LazyMemmapStorage(TensorStorage):
                 f"this one uses {self.scratch_dir}"
             )
         layout = layout or _read_layout(scratch_dir)
-        if layout["max_size"] != self.max_size:
+        max_rows = layout["max_size"]
+        theirs = (layout.get("asked_max_size", layout["max_size"]), layout.get("ndim", 1))
+        if theirs != (self._asked_max_size, self.ndim):
             raise CheckpointError(
-                f"{scratch_dir}: the storage there has max_size={layout['max_size']}, "
-                f"expected {self.max_size}"
+                f"{scratch_dir}: the storage there has max_size={theirs[0]} and ndim={theirs[1]}, "
+                f"expected {self._asked_max_size} and {self.ndim}"
             )
         d = self._dir
         if expect is not None:
@@ -274,10 +279,10 @@ class LazyMemmapStorage(TensorStorage):
                     for e, leaf in zip(expect["leaves"], leaves.values()):
                         check_crc(scratch_dir, f"storage/{e['file']}", e.get("checksum"),
                                   crc32_of(leaf[:rows]))
-            elif not (0 <= length <= self.max_size and 0 <= cursor < self.max_size and count >= 0):
+            elif not (0 <= length <= max_rows and 0 <= cursor < max_rows and count >= 0):
                 raise CheckpointError(
                     f"{scratch_dir}: the progress record holds len={length}, cursor={cursor}, "
-                    f"write count={count}, which do not fit max_size={self.max_size} (corrupt?)"
+                    f"write count={count}, which do not fit its {max_rows} rows (corrupt?)"
                 )
         except BaseException:
             # A traceback keeps this frame's locals: drop the maps before it leaves.
@@ -287,15 +292,16 @@ class LazyMemmapStorage(TensorStorage):
         if layout["kind"] == "tensor":
             storage = leaves[next(iter(leaves))]
         else:
-            storage = TensorDict(batch_size=[self.max_size, *layout["item_dims"]], device="cpu")
+            storage = TensorDict(batch_size=[max_rows, *layout["item_dims"]], device="cpu")
             for e in sorted(layout["tds"], key=lambda e: len(e["key"])):
                 storage.set(
                     tuple(e["key"]),
-                    TensorDict(batch_size=[self.max_size, *e["item_dims"]], device="cpu"),
+                    TensorDict(batch_size=[max_rows, *e["item_dims"]], device="cpu"),
                 )
             for key, value in leaves.items():
                 storage.set(key, value)
         return {
+            "rows": max_rows,
             "storage": storage,
             "progress": progress,
             "layout_id": layout["id"],
@@ -309,6 +315,7 @@ class LazyMemmapStorage(TensorStorage):
     def _adopt(self, mapped: dict) -> None:
         """Makes the files mapped by :meth:`_map_existing` this storage's data."""
         self.device = torch.device("cpu")
+        self._max_rows = mapped["rows"]
         self._attach(mapped["storage"])
         self._progress = mapped["progress"]
         self._layout_id = mapped["layout_id"]
@@ -395,6 +402,9 @@ def _read_layout(scratch_dir: Path) -> dict:
     max_size = layout.get("max_size")
     if not _is_size(max_size) or max_size == 0:
         raise CheckpointError(f"{file}: max_size is {max_size!r}, not a positive integer")
+    for name in ("ndim", "asked_max_size"):  # absent from storages written before ndim > 1
+        if name in layout and (not _is_size(layout[name]) or layout[name] == 0):
+            raise CheckpointError(f"{file}: {name} is {layout[name]!r}, not a positive integer")
     if layout.get("kind") not in ("tensor", "tensordict") or not isinstance(layout.get("id"), str):
         raise CheckpointError(f"{file}: kind {layout.get('kind')!r} or id is not valid")
     leaves = layout.get("leaves")

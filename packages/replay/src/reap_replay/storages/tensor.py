@@ -6,6 +6,8 @@ copy per leaf): no per-item Python work and no generic TensorDict indexing on th
 
 from __future__ import annotations
 
+import math
+
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensorclass
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
@@ -32,6 +34,12 @@ def _unsqueeze(data):
     if isinstance(data, list):
         return [data]
     return tree_map(lambda x: x.unsqueeze(0), data)
+
+
+def _rows_in(tree: dict) -> int:
+    """The leading dimension of the tensors of a (nested) dict."""
+    value = next(iter(tree.values()))
+    return _rows_in(value) if isinstance(value, dict) else value.shape[0]
 
 
 def _dense(data: LazyStackedTensorDict) -> TensorDictBase:
@@ -62,23 +70,33 @@ def _stack(items: list):
 class TensorStorage(Storage):
     """A storage over pre-allocated tensors: a tensor or a TensorDict with ``max_size`` rows.
 
+    With ``ndim`` > 1 the first ``ndim`` dimensions index the items, as in TorchRL: a write of
+    ``[T, B, ...]`` to an ``ndim=2`` storage adds ``T`` rows of ``B`` items each, ``len`` counts
+    items (``rows * B``), ``max_size`` is rounded up to whole rows, ``storage[i]`` reads row
+    ``i``, and a sampled item is ``(row, column)`` (a buffer transposes ``[B, T]`` batches, see
+    :class:`~reap_replay.ReplayBuffer`).
+
     Args:
         storage (torch.Tensor or TensorDict): the rows, ``storage.shape[0]`` of them.
         max_size (int, optional): defaults to ``storage.shape[0]``.
 
     Keyword Args:
         device: where the rows live. Defaults to the storage's device.
-        ndim (int): only 1 is supported.
+        ndim (int): how many leading dimensions index the items. Defaults to 1.
 
     Examples:
         >>> s = TensorStorage(torch.zeros(4, 2))
         >>> s.set(slice(0, 1), torch.ones(1, 2))
         >>> s.get(torch.tensor([0])).tolist()
         [[1.0, 1.0]]
+        >>> grid = LazyTensorStorage(7, ndim=2)
+        >>> grid.set(range(2), torch.arange(6).view(2, 3))  # 2 rows of 3 items
+        >>> len(grid), grid.max_size, grid.shape, grid.get((torch.tensor([1]), torch.tensor([2]))).tolist()
+        (6, 9, torch.Size([2, 3]), [5])
     """
 
     def __init__(self, storage, max_size=None, *, device="cpu", ndim: int = 1, compilable=False):
-        _check_ndim(ndim)
+        self.ndim = _check_ndim(ndim)
         if storage is None and max_size is None:
             raise ValueError("Expected storage to be non-null.")
         self._codec = None  # how other data (pytrees, tensorclasses) is stored: see _encode
@@ -92,6 +110,7 @@ class TensorStorage(Storage):
                     f"max_size={max_size} for a storage of shape {storage.shape}."
                 )
         super().__init__(_check_max_size(max_size))
+        self._asked_max_size = max_size  # with ndim > 1, max_size grows to whole rows
         self.device = torch.device(device) if device is not None else None
         self._storage = None
         self._leaves: list | None = None  # [(nested key, tensor)] for TensorDict storages
@@ -100,7 +119,15 @@ class TensorStorage(Storage):
         self._root: _Leaf | None = None  # the storage itself, when it is one tensor
         if storage is not None:
             self._attach(storage)
-            self._len = self.max_size  # a given storage is full, as in TorchRL
+            self._len = self._max_rows  # a given storage is full, as in TorchRL
+
+    def __len__(self) -> int:
+        return self._len * self._cells
+
+    @property
+    def shape(self) -> torch.Size:
+        """``[rows written, *items per row]`` (``[len]`` with ``ndim`` 1)."""
+        return torch.Size([self._len, *getattr(self, "_inner", ())])
 
     # ------------------------------------------------------------------ layout
     @property
@@ -109,9 +136,9 @@ class TensorStorage(Storage):
 
     def _attach(self, storage) -> None:
         """Adopts ``storage`` (tensor or TensorDict with ``max_size`` rows) as the data."""
-        if storage.shape[0] != self.max_size:
+        if storage.shape[0] != self._max_rows:
             raise ValueError(
-                f"storage has {storage.shape[0]} rows but max_size={self.max_size}; they must match"
+                f"storage has {storage.shape[0]} rows but max_size={self._max_rows}; they must match"
             )
         self._storage = storage
         if isinstance(storage, TensorDictBase):
@@ -124,6 +151,41 @@ class TensorStorage(Storage):
             self._root = _Leaf(storage)
         self._flat = []
         self._flatten(self._spec, ())
+        if self.ndim > 1:
+            self._attach_items(storage)
+
+    def _attach_items(self, storage) -> None:
+        """With ``ndim`` > 1: the items per row, and views of the rows as one item per row."""
+        inner = tuple(storage.shape[1 : self.ndim])
+        if len(inner) != self.ndim - 1:
+            raise ValueError(
+                f"an ndim={self.ndim} storage needs data with {self.ndim} leading dimensions, got "
+                f"rows of shape {list(inner)}"
+            )
+        self._inner = inner
+        self._cells = math.prod(inner)
+        self.max_size = self._max_rows * self._cells
+        items = storage.flatten(0, self.ndim - 1)
+        self._item_spec = self._make_spec(items) if isinstance(items, TensorDictBase) else None
+        self._item_root = None if self._item_spec is not None else _Leaf(items)
+
+    def _unravel(self, items: torch.Tensor) -> tuple:
+        """Item numbers as ``(row, column, ...)`` index tensors (TorchRL's layout)."""
+        return tuple(torch.unravel_index(items, (self._max_rows, *self._inner)))
+
+    def _ravel(self, index) -> torch.Tensor:
+        """``(row, column, ...)`` (a tuple, or stacked in the last dimension) as item numbers."""
+        if not isinstance(index, tuple):
+            index = torch.as_tensor(index).unbind(-1)
+        out = torch.zeros_like(torch.as_tensor(index[0]), dtype=torch.long)
+        for i, size in zip(index, (self._max_rows, *self._inner)):
+            out = out * size + torch.as_tensor(i, device=out.device)
+        return out
+
+    def _row_items(self, rows) -> torch.Tensor:
+        """The item numbers of whole rows (an int, a slice or a tensor of rows)."""
+        rows = torch.arange(self._max_rows)[rows] if not isinstance(rows, torch.Tensor) else rows
+        return (rows.reshape(-1, 1) * self._cells + torch.arange(self._cells, device=rows.device)).reshape(-1)
 
     def _flatten(self, spec, prefix) -> None:
         if spec is None:
@@ -163,18 +225,21 @@ class TensorStorage(Storage):
         """Allocates rows shaped like ``example`` (one item, without the leading dim)."""
         if self.device is None:
             self.device = example.device if example.device is not None else torch.device("cpu")
+        if self.ndim > 1:  # rows of example.shape[:ndim - 1] items: max_size in whole rows
+            cells = math.prod(example.shape[: self.ndim - 1])
+            self._max_rows = -(-self._asked_max_size // max(cells, 1))
         if isinstance(example, TensorDictBase):
             bufs = {}
             for key, leaf in example.items(include_nested=True, leaves_only=True):
                 if not isinstance(leaf, torch.Tensor):
                     raise TypeError(f"entry {key!r} of type {type(leaf).__name__} cannot be stored")
-                bufs[key] = self._alloc((self.max_size, *leaf.shape), leaf.dtype, key)
+                bufs[key] = self._alloc((self._max_rows, *leaf.shape), leaf.dtype, key)
             storage = TensorDict(
-                batch_size=[self.max_size, *example.batch_size], device=self.device
+                batch_size=[self._max_rows, *example.batch_size], device=self.device
             )
             self._fill_nested(storage, example, bufs)
         elif isinstance(example, torch.Tensor):
-            storage = self._alloc((self.max_size, *example.shape), example.dtype, "_")
+            storage = self._alloc((self._max_rows, *example.shape), example.dtype, "_")
         else:
             raise TypeError(
                 f"{type(self).__name__} stores tensors or TensorDicts, got {type(example).__name__}; "
@@ -188,7 +253,7 @@ class TensorStorage(Storage):
         for key, value in example.items():
             full = prefix + (key,)
             if isinstance(value, TensorDictBase):
-                sub = TensorDict(batch_size=[self.max_size, *value.batch_size], device=self.device)
+                sub = TensorDict(batch_size=[self._max_rows, *value.batch_size], device=self.device)
                 self._fill_nested(sub, value, bufs, full)
                 storage._set_str(key, sub, validated=True, inplace=False)
             else:
@@ -362,6 +427,8 @@ class TensorStorage(Storage):
             raise RuntimeError(
                 "Cannot get elements out of a non-initialized storage: write to it first"
             )
+        if isinstance(index, tuple) and self.ndim > 1:
+            return self._get_items(index)
         if not isinstance(index, (int, slice, torch.Tensor)):
             index = _as_index(index)
         if isinstance(index, torch.Tensor) and index.ndim == 0:
@@ -371,12 +438,12 @@ class TensorStorage(Storage):
             fn = lambda leaf: leaf.tensor[i].clone()  # noqa: E731
             lead = ()
         elif isinstance(index, slice) and (index.step or 1) > 0:
-            index = slice(*index.indices(len(self)))
+            index = slice(*index.indices(self._len))
             fn = lambda leaf: leaf.tensor[index].clone()  # noqa: E731
             lead = (len(range(index.start, index.stop, index.step)),)
         else:
             if isinstance(index, slice):  # torch slices cannot step backwards
-                index = torch.arange(*index.indices(len(self)))
+                index = torch.arange(*index.indices(self._len))
             if not isinstance(index, torch.Tensor) or index.device != self.device:
                 index = torch.as_tensor(index, device=self.device)
             if index.ndim == 1:
@@ -390,8 +457,23 @@ class TensorStorage(Storage):
         out = self._assemble(self._spec, fn, lead)
         return out if self._codec is None else self._decode(out)
 
+    def _get_items(self, index: tuple):
+        """The items at ``(rows, columns, ...)`` (index tensors of one shape)."""
+        items = self._ravel(index).to(self.device)
+        read, shape = _row_reader(items.reshape(-1)), tuple(items.shape)
+        fn = read if len(shape) == 1 else (lambda leaf: read(leaf).view(*shape, *leaf.tensor.shape[1:]))
+        if self._item_spec is None:
+            return fn(self._item_root)
+        out = self._assemble(self._item_spec, fn, shape)
+        return out if self._codec is None else self._decode(out)
+
+    def get_item_leaf(self, key):
+        """One TensorDict entry with one row per item (a view; with ``ndim`` 1, :meth:`get_leaf`)."""
+        leaf = self.get_leaf(key)
+        return leaf if leaf is None or self.ndim == 1 else leaf.flatten(0, self.ndim - 1)
+
     def _row(self, index: int) -> int:
-        n = len(self)
+        n = self._len
         if not -n <= index < n:
             raise IndexError(f"index {index} is out of range: the storage holds {n} rows")
         return index % n
@@ -417,9 +499,7 @@ class TensorStorage(Storage):
     def load_state_dict(self, state_dict: dict) -> None:
         storage = state_dict["_storage"]
         if isinstance(storage, dict):
-            storage = TensorDict(
-                storage, batch_size=[self.max_size, *state_dict.get("_item_dims", [])]
-            )
+            storage = TensorDict(storage, batch_size=[_rows_in(storage), *state_dict.get("_item_dims", [])])
         if storage is not None:
             if self._storage is None:
                 self._init_from(storage[0])

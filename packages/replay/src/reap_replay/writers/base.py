@@ -65,7 +65,7 @@ class Writer:
         for name, value in (("_cursor", cursor), ("_write_count", count)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name}={value!r} is not a non-negative integer")
-        max_size = self._storage.max_size
+        max_size = self._storage._max_rows
         if max_size is not None and cursor >= max_size:
             raise ValueError(f"_cursor={cursor} is past max_size={max_size}")
         if (max_size is None or storage_len < max_size) and cursor > storage_len:

@@ -51,6 +51,11 @@ class TensorDictMaxValueWriter(Writer):
         self._ranks = None
 
     def register_storage(self, storage) -> None:
+        if storage.ndim > 1:
+            raise ValueError(
+                "TensorDictMaxValueWriter is not compatible with storages with more than one "
+                "dimension: store each trajectory as one item (ndim=1) to rank trajectories"
+            )
         super().register_storage(storage)
         self._ranks = torch.full((storage.max_size,), float("-inf"), dtype=torch.float64)
         self._written = torch.zeros(storage.max_size, dtype=torch.bool)

@@ -40,7 +40,7 @@ class RoundRobinWriter(Writer):
         if storage.max_size is None:
             self._cursor = index + 1
         else:
-            self._cursor = (index + 1) % storage.max_size
+            self._cursor = (index + 1) % storage._max_rows
         self._done()
         return index
 
@@ -58,10 +58,11 @@ class RoundRobinWriter(Writer):
             self._done()
             return index
         start = self._cursor
-        index = torch.arange(start, start + n, device=device) % max_size
         if n == 0:
-            return index
+            return torch.zeros(0, dtype=torch.long, device=device)
         rows = storage._checked(data)  # the whole batch, before any part of it is written
+        max_size = storage._max_rows  # known once the (lazy) storage holds data
+        index = torch.arange(start, start + n, device=device) % max_size
         if n > max_size:  # only the last max_size rows survive
             skip = n - max_size
             rows = rows[skip:]
