@@ -75,17 +75,43 @@ def _index(idx):
 
 
 def _indexed_shape(shape, idx) -> torch.Size:
-    """The shape ``shape[idx]`` has, with torch's bounds checks (a zero-stride tensor, no memory)."""
+    """The shape ``shape[idx]`` has, with torch's bounds checks (a zero-stride tensor, no memory).
+
+    A variable dim (``-1``) stays variable under ``:``, ``...`` and ``None`` and goes under an
+    int; any other index of it is an ``IndexError``, as in TorchRL.
+    """
     if isinstance(idx, tuple) and any(isinstance(i, str) for i in idx):
         raise IndexError(f"cannot index a spec with {idx!r}")
     if not shape and (idx is Ellipsis or isinstance(idx, slice)):
         return torch.Size(shape)
-    probe = torch.zeros((), dtype=torch.bool).expand(_safe(shape))
-    out = probe[_index(idx)].shape
-    # a variable dim stays variable where a plain slice keeps it
-    if any(s < 0 for s in shape) and (idx is Ellipsis or idx == slice(None)):
-        return torch.Size(shape)
-    return out
+    parts = list(idx) if isinstance(idx, tuple) else [idx]
+    simple = all(p is None or p is Ellipsis or isinstance(p, (int, slice)) for p in parts)
+    if not any(s < 0 for s in shape) or not simple:
+        return torch.zeros((), dtype=torch.bool).expand(_safe(shape))[_index(idx)].shape
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        used = sum(isinstance(p, (int, slice)) for p in parts)
+        parts[at:at + 1] = [slice(None)] * (len(shape) - used)
+    out, dim = [], 0
+    for part in parts:
+        if part is None:
+            out.append(1)
+            continue
+        if dim >= len(shape):
+            raise IndexError(f"too many indices for a spec of shape {tuple(shape)}")
+        size = shape[dim]
+        dim += 1
+        if isinstance(part, int):
+            if size >= 0 and not -size <= part < size:
+                raise IndexError(f"index {part} is out of bounds for dimension {dim - 1} with size {size}")
+        elif size < 0:
+            if part != slice(None):
+                raise IndexError(f"cannot slice a dynamic (-1) dimension with {part}: the extent of the dimension "
+                                 "is unknown.")
+            out.append(size)
+        else:
+            out.append(len(range(size)[part]))
+    return torch.Size([*out, *shape[dim:]])
 
 
 def _pad(idx, extra: int):
@@ -432,8 +458,8 @@ class TensorSpec:
         dim = dim + self.ndim if dim < 0 else dim
         if dim >= self.ndim:
             raise IndexError(f"Cannot unbind along dim {orig} with shape {self.shape}.")
-        if dim < 0:
-            raise ValueError(f"Cannot unbind along dim {orig} with shape {self.shape}.")
+        if dim < 0 or self.shape[dim] < 0:
+            raise ValueError(f"Cannot unbind along dim {orig} with shape {self.shape}: its size is not known")
         shape = [s for i, s in enumerate(self.shape) if i != dim]
         return tuple(self._map(shape, lambda t, extra, i=i: t.select(dim, i)) for i in range(self.shape[dim]))
 

@@ -528,7 +528,7 @@ class Composite(TensorSpec):
     def unbind(self, dim: int = 0) -> tuple:
         orig = dim
         dim = dim + self.ndim if dim < 0 else dim
-        if not 0 <= dim < self.ndim:
+        if not 0 <= dim < self.ndim or self.shape[dim] < 0:
             raise ValueError(f"Cannot unbind along dim {orig} with shape {self.shape}.")
         shape = [s for i, s in enumerate(self.shape) if i != dim]
         parts = {k: v.unbind(dim) for k, v in self._specs.items()}
