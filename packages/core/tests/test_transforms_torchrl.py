@@ -316,3 +316,24 @@ def test_vec_norm_matches_torchrl_step_by_step(case):
         ours_fixed, theirs_fixed = [ours_fixed], [theirs_fixed]
     for ours_t, theirs_t in zip(ours_fixed, theirs_fixed, strict=True):
         assert torch.equal(ours_t.loc, theirs_t.loc) and torch.equal(ours_t.scale, theirs_t.scale)
+
+
+def through_torchrl_hooks(transform):
+    """``transform`` (each of a ``Compose``) made to run through its TorchRL hooks, not the arrays."""
+    for t in (transform if isinstance(transform, reap.Compose) else [transform]):
+        cls = type(t)
+        t.__class__ = type(f"Hooked{cls.__name__}", (cls,), {"_step": lambda self, td, nxt, cls=cls: cls._step(self, td, nxt)})
+    return transform
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_tensordict_hooks_of_reap_transforms_match_torchrl(name):
+    """The TorchRL hooks of reap's transforms (what a subclass that overrides one runs, and what
+    ``t._call``/``t._step`` give) are TorchRL's too: the same rollouts without the array hooks."""
+    make_reap, make_torchrl = CASES[name]
+    from reap.envs.transforms.transform import runs_on_arrays
+
+    hooked = through_torchrl_hooks(make_reap())
+    assert not any(runs_on_arrays(t) for t in (hooked if isinstance(hooked, reap.Compose) else [hooked]))
+    a, b = rollout_both(lambda: hooked, make_torchrl, "CartPole-v1")
+    assert_same(a, b)

@@ -47,6 +47,8 @@ class TensorDictHooks:
         self.next_in = [k for k in before[1] if not is_hidden(k)]
         self.root_out = [k for k in after[0] if not is_hidden(k)]
         self.next_out = [k for k in after[1] if not is_hidden(k)]
+        # the root of a step also holds what the transform keeps there itself (a count, a sum)
+        self.root_own = [k for k in self.root_out if k not in self.root_in]
         self.action_keys = set(action_keys)
 
     def _td(self, view: dict, keys, t: int, inputs: bool = True) -> TensorDict:
@@ -57,9 +59,9 @@ class TensorDictHooks:
                 td.set(key, _row(array, t))
         return td
 
-    def _write(self, view: dict, keys, out, t: int, mask, inputs: bool = False) -> None:
+    def _write(self, view: dict, keys, out, t: int, mask) -> None:
         known = set(keys)
-        for key in () if inputs else out.keys(True, True):
+        for key in out.keys(True, True):
             if key not in known and not is_hidden(key) and key != "_reset":
                 raise KeyError(
                     f"{type(self.transform).__name__} wrote {key!r}, which no spec declares: register it in "
@@ -70,7 +72,7 @@ class TensorDictHooks:
             value = out.get(key, None)
             if value is None:
                 continue
-            dest = view[("in", key) if inputs else key][t, ...]
+            dest = view[key][t, ...]
             write_rows(dest, value.detach().numpy(force=True) if isinstance(value, torch.Tensor) else value, mask)
 
     def on_reset(self, root: dict, t: int, mask) -> None:
@@ -82,9 +84,17 @@ class TensorDictHooks:
         self._write(root, [k for k in self.root_out if k not in self.action_keys], out, t, mask)
 
     def on_step(self, root: dict, nxt: dict, t: int) -> None:
-        out = self.transform._step(self._td(root, self.root_in, t), self._td(nxt, self.next_in, t))
+        data = self._td(root, self.root_in, t)
+        for key in self.root_own:
+            data.set(key, _row(root[key], t))
+        out = self.transform._step(data, self._td(nxt, self.next_in, t))
         self._write(nxt, self.next_out, out, t, None)
 
     def on_action(self, root: dict, t: int) -> None:
-        out = self.transform._inv_call(self._td(root, self.root_out, t, inputs=False))
-        self._write(root, self.root_in, out, t, None, inputs=True)
+        data = self._td(root, self.root_out, t, inputs=False)
+        given = {key: data.get(key) for key in self.root_in if key in self.root_out}
+        out = self.transform._inv_call(data)
+        for key in self.root_in:  # what the inverse changed, written where the env before reads it
+            value = out.get(key, None)
+            if value is not None and value is not given.get(key):
+                write_rows(root[("in", key)][t, ...], value.detach().numpy(force=True), None)
