@@ -148,3 +148,17 @@ def test_env_creator_keywords_follow_torchrl():
     assert creator.init_() is creator and creator.initialized and creator.full_action_spec["action"].shape == (1,)
     with pytest.raises(TypeError, match="create_env_kwargs must be a dict of keyword arguments"):
         EnvCreator(make, [1])
+
+
+def test_reset_takes_a_seed_and_close_takes_torchrl_s_keyword():
+    env = GymEnv("CartPole-v1")
+    first, again = env.reset(seed=3)["observation"], env.reset(seed=3)["observation"]
+    expected, _ = gym.make("CartPole-v1").reset(seed=3)
+    np.testing.assert_array_equal(first.numpy(), expected)
+    assert torch.equal(first, again) and not torch.equal(first, env.reset()["observation"])
+    with pytest.raises(TypeError, match=r"GymEnv.reset got unexpected keyword arguments \['options'\]"):
+        env.reset(options={})
+    env.close(raise_if_closed=False)
+    serial = SerialEnv(2, lambda: GymEnv("CartPole-v1"))
+    serial.close(raise_if_closed=False)
+    assert env.is_closed and serial.is_closed and all(e.is_closed for e in serial.envs)

@@ -278,7 +278,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
         With ``tensordict``, TorchRL's rule: it is updated in place with the reset envs' data
         (all of them without ``_reset`` entries) and returned. ``select_reset_only=True`` hands
-        ``_reset`` only the ``_reset`` entries.
+        ``_reset`` only the ``_reset`` entries; other keywords go to a TorchRL-style ``_reset``
+        (an env of the array API takes ``seed=``: ``set_seed(seed)`` first).
         """
         if tensordict is not None:
             self._assert_tensordict_shape(tensordict)
@@ -287,6 +288,11 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             raise NotImplementedError(f"{type(self).__name__} does not support deterministic resets via "
                                       "set_state=True: its `_reset` cannot honor a state passed through the reset "
                                       "tensordict.")
+        if not self._torchrl_style and kwargs:  # a TorchRL-style _reset takes them; the array API, a seed
+            if set(kwargs) - {"seed"}:
+                raise TypeError(f"{type(self).__name__}.reset got unexpected keyword arguments "
+                                f"{sorted(set(kwargs) - {'seed'})}")
+            self.set_seed(kwargs.pop("seed"))
         if self._torchrl_style:
             given = tensordict.select(*self.reset_keys, strict=False) if (
                 select_reset_only and tensordict is not None) else tensordict

@@ -300,7 +300,7 @@ class GymEnv(EnvBase):
         if seed is not None:
             self._env.action_space.seed(seed)
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         if not self.is_closed:
             self._env.close()
         super().close()

@@ -155,7 +155,7 @@ class SerialEnv(EnvBase):
             return None
         return first if static_seed else first + self.numel
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         for env in self.envs:
             env.close()
         super().close()
