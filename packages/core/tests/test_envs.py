@@ -162,3 +162,19 @@ def test_reset_takes_a_seed_and_close_takes_torchrl_s_keyword():
     serial = SerialEnv(2, lambda: GymEnv("CartPole-v1"))
     serial.close(raise_if_closed=False)
     assert env.is_closed and serial.is_closed and all(e.is_closed for e in serial.envs)
+
+
+def test_torchrl_s_other_env_methods():
+    env = CountingEnv()
+    single = CountingEnv.make_parallel(lambda: GymEnv("CartPole-v1"), num_envs=1, serial_for_single=True)
+    assert isinstance(single, SerialEnv) and single.batch_size == (1,)
+    with pytest.raises(NotImplementedError, match="compile the policy instead"):
+        env.compile()
+    assert env.eager() is env and env.collector is None
+
+    class Driver:
+        pass
+
+    driver = Driver()
+    env.register_collector(driver)
+    assert env.collector is driver

@@ -45,6 +45,7 @@ Examples:
 from __future__ import annotations
 
 import inspect
+import weakref
 
 import numpy as np
 import torch
@@ -520,6 +521,37 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
                 setattr(self, name, spec)
         self.full_state_spec = inputs
         return self
+
+    @classmethod
+    def make_parallel(cls, create_env_fn, *, num_envs: int = 1, create_env_kwargs=None,
+                      serial_for_single: bool = False, **parallel_kwargs):
+        """``num_envs`` envs of ``create_env_fn`` in worker processes (reap-collectors-mp's
+        ``ParallelEnv``), or a ``SerialEnv`` of one with ``serial_for_single``, as TorchRL's."""
+        if serial_for_single and num_envs == 1:
+            from reap.envs.serial import SerialEnv
+
+            return SerialEnv(1, create_env_fn, create_env_kwargs=create_env_kwargs)
+        from reap.envs import ParallelEnv  # the plugin's, or an error naming the package to install
+
+        return ParallelEnv(num_envs, create_env_fn, create_env_kwargs=create_env_kwargs, **parallel_kwargs)
+
+    def compile(self, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}.compile: reap's envs step outside torch.compile (gymnasium "
+                                  "and the array API run in Python); compile the policy instead "
+                                  "(reap._utils.compile_with_warmup)")
+
+    def eager(self):
+        """Taken for TorchRL's API: reap's envs are never compiled."""
+        return self
+
+    def register_collector(self, collector) -> None:
+        """Remember the collector driving this env (``env.collector``), as TorchRL's."""
+        self.__dict__["_collector_ref"] = weakref.ref(collector)
+
+    @property
+    def collector(self):
+        ref = self.__dict__.get("_collector_ref")
+        return None if ref is None else ref()
 
     def empty_cache(self) -> None:
         self.__dict__["_keys_cache"] = {}
