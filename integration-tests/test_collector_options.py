@@ -12,10 +12,9 @@ from tensordict.nn import TensorDictModule
 
 from reap import Collector
 from reap_mp import MultiAsyncCollector, MultiSyncCollector
-from reap_mp.testing import constant_policy, env_fn
 from reap_ray import RayCollector
 from reap_rpc import DistributedCollector, RPCCollector
-from reap_testing import child_pids
+from reap_testing import child_pids, constant_policy, env_fn
 
 REFUSED = [
     ({"max_frames_per_traj": 0}, ValueError, "max_frames_per_traj must be a positive int or None, got 0"),

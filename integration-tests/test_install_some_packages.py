@@ -201,7 +201,7 @@ from reap import GymEnv, RayCollector
 from reap_ray._ray import alive_actor_ids
 policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
 collector = RayCollector(lambda: GymEnv("Pendulum-v1", num_envs=2), policy, num_collectors=2,
-                         frames_per_batch=32, total_frames=64, sync=True, actor_start_timeout=240,
+                         frames_per_batch=32, total_frames=64, sync=True, start_timeout=240,
                          ray_init_config={"num_cpus": 2, "object_store_memory": 100 * 2**20})
 node = ray._private.worker._global_node
 print("session", node.get_session_dir_path())

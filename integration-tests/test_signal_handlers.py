@@ -9,8 +9,7 @@ from multiprocessing import resource_tracker
 import pytest
 
 from reap import Collector
-from reap_mp.testing import constant_policy, env_fn
-from reap_testing import child_pids, wait_until
+from reap_testing import child_pids, constant_policy, env_fn, wait_until
 
 BACKENDS = {  # name: the keyword arguments that pick it
     "local": {}, "mp-sync": {"backend": "mp", "sync": True}, "mp-async": {"backend": "mp", "sync": False},

@@ -5,7 +5,7 @@ Cases, one after the other in this process, the same ``nn.Linear`` policy everyw
 * Pendulum-v1 and CartPole-v1, 2 workers x 8 envs: reap MultiSync / MultiAsync, TorchRL
   MultiSync / MultiAsync, and reap's single-process ``Collector`` over 16 envs (on 2 cores a
   cheap env cannot gain from processes; the multi-process collectors must not lose much).
-* ``BusyEnv`` (each env step burns ``--busy-ms`` of CPU): 2 workers x 4 envs vs one process
+* ``BusyEchoEnv`` (each env step burns ``--busy-ms`` of CPU): 2 workers x 4 envs vs one process
   with 8 envs.
 * Weight sync of a ~1M-parameter MLP to 2 workers: median ``update_policy_weights_`` latency.
 
@@ -57,9 +57,9 @@ def torchrl_env(env_id: str, num_envs: int):
 
 
 def busy_env(num_envs: int, step_ms: float):
-    from reap_mp.testing import BusyEnv
+    from reap_testing import BusyEchoEnv
 
-    return BusyEnv(num_envs, step_cost=step_ms / 1000)
+    return BusyEchoEnv(num_envs, step_cost=step_ms / 1000)
 
 
 def measure(collector, frames: int) -> float:

@@ -1,6 +1,6 @@
 import pytest
 
-from reap_mp.testing import shm_segments
+from reap_testing import shm_segments
 from reap_testing.fixtures import shared_forkserver  # noqa: F401 - for the whole session
 
 

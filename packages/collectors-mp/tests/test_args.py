@@ -1,8 +1,8 @@
 import pytest
 
 from reap_mp import MultiAsyncCollector, MultiSyncCollector, ParallelEnv
-from reap_mp.testing import constant_policy as policy
-from reap_mp.testing import env_fn
+from reap_testing import constant_policy as policy
+from reap_testing import env_fn
 
 GOOD = {"frames_per_batch": 8}
 

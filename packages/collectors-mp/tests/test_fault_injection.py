@@ -16,7 +16,6 @@ import time
 import pytest
 import torch
 
-import reap_mp.collectors
 from reap_mp import (
     MultiAsyncCollector,
     MultiSyncCollector,
@@ -24,7 +23,7 @@ from reap_mp import (
     SharedMemWeightSyncScheme,
     WorkerError,
 )
-from reap_mp.testing import (
+from reap_testing import (
     FAULTS,
     ConstantPolicy,
     FaultyEnv,
@@ -32,8 +31,8 @@ from reap_mp.testing import (
     env_fn,
     hold_lock_and_die,
     shm_segments,
-    start_forkserver,
 )
+from reap_testing.fixtures import start_forkserver
 from reap_testing.leaks import descendant_pids
 
 FAST = "forkserver"
@@ -69,12 +68,6 @@ def clean():
     assert not {name for name in leaked if os.path.exists(f"/dev/shm/{name}") and not name.startswith("sem.")}
 
 
-@pytest.fixture(autouse=True)
-def patient_start(monkeypatch):
-    """Workers get 5 minutes to start: on a shared 2-core machine start-up alone can take 60 s+."""
-    monkeypatch.setattr(reap_mp.collectors, "STARTUP_TIMEOUT", 300.0)
-
-
 def foreign_free(names: set[str]) -> set[str]:
     """``names`` less those mapped by processes outside this test's tree (other programs' on a
     shared machine): what is left was made by this test and outlived it."""
@@ -106,6 +99,8 @@ def check(error: WorkerError, how: str, where: str, started: float, bound: float
 def make(cls, env_fns, **kwargs):
     if "policy_factory" not in kwargs:
         kwargs["policy"] = ConstantPolicy(1.0).as_module()
+    # workers get 5 minutes to start: on a shared 2-core machine start-up alone can take 60 s+
+    kwargs.setdefault("start_timeout", 300.0)
     return cls(env_fns, frames_per_batch=8, mp_start_method=FAST, worker_timeout=TIMEOUT, **kwargs)
 
 
@@ -118,11 +113,10 @@ def test_fault_in_env_constructor(how, clean):
     check(info.value, how, "the env constructor", started, START_BOUND)
 
 
-def test_hang_in_env_constructor(clean, monkeypatch):
-    monkeypatch.setattr(reap_mp.collectors, "STARTUP_TIMEOUT", TIMEOUT)  # found after 2 s, not 60
+def test_hang_in_env_constructor(clean):
     started = time.monotonic()
     with pytest.raises(WorkerError, match=r"collector worker 0 was not ready \d+\.\d s after it was started") as info:
-        make(MultiSyncCollector, [functools.partial(FaultyEnv, where="init", how="hang")])
+        make(MultiSyncCollector, [functools.partial(FaultyEnv, where="init", how="hang")], start_timeout=TIMEOUT)
     assert info.value.worker_idx == 0 and time.monotonic() - started < START_BOUND
 
 
@@ -236,8 +230,7 @@ def test_weights_lock_held_by_a_dead_process_restarts_the_worker(clean):
 @pytest.mark.parametrize("how", FAULTS)
 def test_collector_semaphores_are_unlinked_after_a_fault(how, clean):
     collector = make(MultiSyncCollector, [env_fn(), functools.partial(FaultyEnv, where="step", how=how, at=6)])
-    names = [collector._traj_counter._shared.get_lock()._semlock.name]
-    names += [c.get_lock()._semlock.name for c in collector.weight_sync_scheme._counters]
+    names = [c.get_lock()._semlock.name for c in collector.weight_sync_scheme._counters]
     assert all(os.path.exists(f"/dev/shm/sem.{n.lstrip('/')}") for n in names)
     with pytest.raises(WorkerError):
         for _ in collector:

@@ -13,35 +13,17 @@ import time
 import pytest
 
 from reap_mp import MultiAsyncCollector, MultiSyncCollector, WorkerError
-from reap_mp.testing import (
-    ConstantPolicy,
+from reap_testing import (
     RaisingPolicy,
     constant_policy,
     env_fn,
     pid_alive,
+    shm_left_by_us,
+    shm_mapped_by,
     shm_segments,
 )
-from reap_testing import shm_left_by_us, shm_mapped_by
 
 FAST = "forkserver"
-
-
-def test_env_error_names_worker_with_traceback(shm_before):
-    collector = MultiSyncCollector([env_fn(), env_fn(fail_at=6)], constant_policy(), frames_per_batch=8,
-                                   mp_start_method=FAST)
-    pids = collector.worker_pids
-    collector.next()
-    with pytest.raises(WorkerError) as info:
-        collector.next()
-    err = info.value
-    assert err.worker_idx == 1
-    assert "collector worker 1" in str(err)
-    assert "CountingEnv exploded at step 6" in str(err)
-    assert "Traceback" in err.remote_traceback and "_step_into" in err.remote_traceback
-    assert collector._closed  # raise mode shuts everything down
-    assert not any(pid_alive(p) for p in pids)
-    del collector
-    assert not shm_left_by_us(shm_segments() - shm_before)  # other programs' come and go meanwhile
 
 
 def test_policy_error_in_async_names_worker():
@@ -78,24 +60,16 @@ def test_killed_worker_is_detected_quickly():
     assert not any(pid_alive(p) for p in collector.worker_pids + [victim])
 
 
-def test_stuck_worker_hits_worker_timeout():
-    collector = MultiSyncCollector([env_fn(), env_fn(hang_at=3)], constant_policy(), frames_per_batch=8,
-                                   mp_start_method=FAST, worker_timeout=1.5)
-    pids = collector.worker_pids
-    with pytest.raises(WorkerError, match=r"collector worker 1 delivered no batch for 1\.\d s \(worker_timeout=1\.5 s\)"):
-        collector.next()
-    assert not any(pid_alive(p) for p in pids)
-
-
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
 def test_restart_recreates_the_worker_and_carries_on(cls):
+    # 4 frames per worker and batch: each life of workers 1 and 2 delivers one before it fails
     collector = cls([env_fn(), env_fn(die_at=7), env_fn(fail_at=5)], constant_policy(2.0),
-                    frames_per_batch=12, total_frames=120, mp_start_method=FAST,
-                    on_worker_failure="restart")
+                    frames_per_batch=12 if cls is MultiSyncCollector else 4, total_frames=48, mp_start_method=FAST,
+                    on_worker_failure="restart", max_restarts=10)
     with collector:
         old = collector.worker_pids
         batches = list(collector)
-        assert collector.frames >= 120
+        assert collector.frames >= 48
         # worker 1 dies at each of its 7th steps and worker 2 raises at each 5th: restarted
         assert collector.worker_restarts[0] == 0
         assert collector.worker_restarts[1] >= 1 and collector.worker_restarts[2] >= 1
@@ -104,22 +78,6 @@ def test_restart_recreates_the_worker_and_carries_on(cls):
         assert collector.worker_pids[1] != old[1]
         if cls is MultiSyncCollector:
             assert all(b.batch_size == (3, 4) for b in batches)  # complete batches only
-
-
-def test_restarted_worker_runs_the_latest_weights():
-    trainer = ConstantPolicy(1.0)
-    collector = MultiSyncCollector([env_fn(), env_fn()], trainer.as_module(), frames_per_batch=8,
-                                   mp_start_method=FAST, on_worker_failure="restart")
-    with collector:
-        for weight in (2.0, 3.0):  # the second push reuses the kept copy in place
-            trainer.weight.data.fill_(weight)
-            collector.update_policy_weights_()
-            collector.next()
-        os.kill(collector.worker_pids[1], signal.SIGKILL)
-        batch = collector.next()
-        assert collector.worker_restarts[1] == 1
-        assert (batch["action"] == 3.0).all()
-        assert (batch["collector", "policy_version"] == 2).all()
 
 
 def test_restart_gives_up_after_max_restarts():
@@ -158,7 +116,7 @@ def test_shutdown_with_and_gc_leave_nothing_behind():
 SCRIPT = textwrap.dedent("""
     import os, sys
     from reap_mp import MultiSyncCollector, ParallelEnv
-    from reap_mp.testing import constant_policy, env_fn
+    from reap_testing import constant_policy, env_fn
     {guard}
         c = MultiSyncCollector([env_fn(), env_fn()], constant_policy(), frames_per_batch=8,
                                mp_start_method="{method}", worker_timeout=60)
@@ -185,7 +143,7 @@ def test_interpreter_exit_cleans_up(shm_before):
 UNGUARDED = textwrap.dedent("""
     import json
     from reap_mp import AsyncCollector, MultiSyncCollector, ParallelEnv, WorkerError
-    from reap_mp.testing import constant_policy, env_fn
+    from reap_testing import constant_policy, env_fn
 
     errors = []
     for build in (lambda: MultiSyncCollector([env_fn()], constant_policy(), frames_per_batch=8, worker_timeout=300),
@@ -223,7 +181,7 @@ def test_a_script_without_main_guard_gets_the_explanation_in_the_driver_error(tm
 GUARDED = textwrap.dedent("""
     import json, sys
     from reap_mp import AsyncCollector, MultiSyncCollector, ParallelEnv
-    from reap_mp.testing import CountingEnv, constant_policy
+    from reap_testing import EchoEnv, constant_policy
     from reap_testing import children_but_tracker
 
 
@@ -231,11 +189,11 @@ GUARDED = textwrap.dedent("""
         method = sys.argv[1]
 
         def make8():  # defined under the guard: the workers' __main__ has no make8
-            return CountingEnv(batch=8)
+            return EchoEnv(batch=8)
 
         class Make8:
             def __call__(self):
-                return CountingEnv(batch=8)
+                return EchoEnv(batch=8)
 
         out = {}
         collector = MultiSyncCollector([make8, Make8()], constant_policy(2.0), frames_per_batch=32, total_frames=64,
@@ -269,32 +227,15 @@ def test_functions_and_classes_of_main_reach_the_workers_and_the_forkserver_goes
                       "async": [8, 2], "after_async": []}, result
 
 
-def test_async_hung_worker_is_found_while_another_delivers():
-    # worker 0 sleeps in env.step; worker 1 keeps delivering. The deadline is per worker.
-    collector = MultiAsyncCollector([env_fn(hang_at=3), env_fn()], constant_policy(), frames_per_batch=4,
-                                    mp_start_method=FAST, worker_timeout=2)
-    pids = collector.worker_pids
-    it = iter(collector)
-    start = time.monotonic()
-    delivered = []
-    with pytest.raises(WorkerError, match=r"collector worker 0 delivered no batch for 2\.\d s \(worker_timeout=2 s\)") as info:
-        while time.monotonic() - start < 40:  # unbounded before the fix: worker 1 delivers forever
-            delivered.append(int(next(it)["collector", "worker_id"][0]))
-    assert info.value.worker_idx == 0
-    assert time.monotonic() - start < 30
-    assert delivered.count(1) > 2  # the other worker delivered meanwhile
-    assert not any(pid_alive(p) for p in pids)
-
-
 @pytest.mark.slow
 def test_async_hung_worker_is_restarted_and_its_batches_asked_again():
     # worker 0 hangs at its 10th step (after 2 batches), again after each restart; worker 1 is
     # healthy and paced. Every batch is yielded once: none lost with the hung worker, none twice.
     import functools
 
-    from reap_mp.testing import BusyEnv
+    from reap_testing import BusyEchoEnv
 
-    collector = MultiAsyncCollector([env_fn(hang_at=10), functools.partial(BusyEnv, step_cost=0.02, episode_len=5)],
+    collector = MultiAsyncCollector([env_fn(hang_at=10), functools.partial(BusyEchoEnv, step_cost=0.02, episode_len=5)],
                                     constant_policy(), frames_per_batch=4, total_frames=4 * 100,
                                     mp_start_method=FAST, worker_timeout=2, on_worker_failure="restart",
                                     max_restarts=100)
@@ -309,18 +250,16 @@ def test_async_hung_worker_is_restarted_and_its_batches_asked_again():
     assert len(from_0) > 2  # the first worker 0 makes 2 batches, then hangs: restarted ones delivered
 
 
-def test_start_up_timeout_states_the_time_waited(monkeypatch):
+def test_start_up_timeout_states_the_time_waited():
     import functools
 
-    import reap_mp.collectors
-    from reap_mp.testing import FaultyEnv
+    from reap_testing import FaultyEnv
 
-    monkeypatch.setattr(reap_mp.collectors, "STARTUP_TIMEOUT", 3.0)
     start = time.monotonic()
     with pytest.raises(WorkerError, match=r"collector worker 0 was not ready (\d+\.\d) s after it was started "
-                                          r"\(start-up allows max\(worker_timeout, 3 s\) = 3 s\)") as info:
+                                          r"\(start_timeout=3 s\)") as info:
         MultiSyncCollector([functools.partial(FaultyEnv, where="init", how="hang")], constant_policy(),
-                           frames_per_batch=4, mp_start_method=FAST, worker_timeout=1)
+                           frames_per_batch=4, mp_start_method=FAST, worker_timeout=1, start_timeout=3)
     waited = float(re.search(r"not ready (\d+\.\d) s", str(info.value)).group(1))
     assert 3.0 <= waited <= time.monotonic() - start + 0.1
 
@@ -331,7 +270,7 @@ def test_pipe_errors_raised_in_the_worker_are_reported_not_taken_for_a_closed_pi
     # "is still running and closed its pipe while starting", with no traceback
     import functools
 
-    from reap_mp.testing import FaultyEnv
+    from reap_testing import FaultyEnv
 
     place = "the env constructor" if where == "init" else "env step 2"
     with pytest.raises(WorkerError, match=rf"collector worker 0 raised EOFError: injected EOFError in {place}") as info:

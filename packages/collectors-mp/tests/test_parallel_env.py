@@ -5,7 +5,7 @@ import torch
 
 from reap import Collector, SerialEnv
 from reap_mp import ParallelEnv, WorkerError
-from reap_mp.testing import constant_policy, env_fn, pid_alive
+from reap_testing import constant_policy, env_fn, pid_alive
 
 FAST = "forkserver"
 
@@ -42,7 +42,7 @@ def test_batched_sub_envs_and_rollout():
 def test_sub_env_error_names_the_worker():
     env = ParallelEnv(2, [env_fn(), env_fn(fail_at=2)], mp_start_method=FAST)
     pids = env.worker_pids
-    with pytest.raises(WorkerError, match=r"(?s)ParallelEnv worker 1 raised ValueError: CountingEnv exploded"):
+    with pytest.raises(WorkerError, match=r"(?s)ParallelEnv worker 1 raised ValueError: EchoEnv exploded"):
         with Collector(env, constant_policy(), frames_per_batch=8, total_frames=8) as c:
             list(c)
     assert env.is_closed and not any(pid_alive(p) for p in pids)

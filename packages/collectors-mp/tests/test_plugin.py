@@ -8,7 +8,7 @@ from reap.collectors.multi import MultiCollector
 from reap.plugins import collector_backends, get_registries, get_weight_sync_scheme
 
 
-@pytest.mark.parametrize("module", ["reap_mp.plugin", "reap_mp.weight_sync", "reap_mp.testing"])
+@pytest.mark.parametrize("module", ["reap_mp.plugin", "reap_mp.weight_sync"])
 def test_doctests(module):
     import importlib
 
@@ -22,8 +22,7 @@ def test_registrations():
     assert get_weight_sync_scheme("pipe").cls is reap_mp.PipeWeightSyncScheme
     for name in ["MultiSyncCollector", "MultiAsyncCollector", "MultiSyncDataCollector",
                  "MultiaSyncDataCollector", "ParallelEnv", "MultiProcessedWeightUpdater",
-                 "SharedMemWeightSyncScheme", "PipeWeightSyncScheme", "WorkerError", "AsyncCollector",
-                 "aSyncDataCollector"]:
+                 "SharedMemWeightSyncScheme", "PipeWeightSyncScheme", "AsyncCollector", "aSyncDataCollector"]:
         assert name in get_registries().exports
         assert getattr(reap, name) is getattr(reap_mp, name)
     assert reap.MultiSyncDataCollector is reap.MultiSyncCollector
@@ -32,7 +31,9 @@ def test_registrations():
     from reap.collectors import AsyncCollector  # TorchRL's module path
 
     assert AsyncCollector is reap_mp.AsyncCollector
-    assert issubclass(reap.WorkerError, RuntimeError)
+    # reap-core's: the base of every backend's worker error, and weight-sync schemes' base
+    assert reap_mp.WorkerError is reap.WorkerError and issubclass(reap.WorkerError, RuntimeError)
+    assert issubclass(reap_mp.SharedMemWeightSyncScheme, reap.WeightSyncScheme)
 
 
 def test_factory_dispatch_validates_before_spawning():

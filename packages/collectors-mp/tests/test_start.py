@@ -7,9 +7,15 @@ import pytest
 import torch
 
 from reap_mp import MultiAsyncCollector, MultiSyncCollector
-from reap_mp.testing import constant_policy, env_fn, pid_alive, shm_segments
 from reap_testing import BatchSink as Sink
-from reap_testing import shm_left_by_us, wait_until
+from reap_testing import (
+    constant_policy,
+    env_fn,
+    pid_alive,
+    shm_left_by_us,
+    shm_segments,
+    wait_until,
+)
 
 
 @pytest.mark.parametrize("cls, scheme", [(MultiSyncCollector, "pipe"), (MultiAsyncCollector, "shared_mem")])

@@ -1,4 +1,5 @@
-"""MultiSyncCollector: layouts, trajectory ids, weights, seeding (workers forked from a server)."""
+"""MultiSyncCollector: weight forms and schemes, cat_results, options (workers forked from a server;
+the layout, seeds and faults every backend shares are reap_testing's contract, test_contract.py)."""
 
 import pytest
 import torch
@@ -6,7 +7,7 @@ from tensordict import TensorDict
 
 from reap import Collector, MultiCollector, VanillaWeightUpdater
 from reap_mp import MultiProcessedWeightUpdater, MultiSyncCollector, WorkerError, worker_seed
-from reap_mp.testing import ConstantPolicy, constant_policy, env_fn
+from reap_testing import ConstantPolicy, constant_policy, env_fn
 
 FAST = "forkserver"
 
@@ -19,33 +20,6 @@ def sync():
     )
     yield collector
     collector.shutdown()
-
-
-def test_stack_layout_and_keys(sync):
-    batch = sync.next()
-    assert batch.batch_size == torch.Size([2, 3, 4])  # [workers, envs, T]
-    assert sync.frames_per_batch == 24
-    assert batch["next", "reward"].shape == (2, 3, 4, 1)
-    assert batch["collector", "worker_id"][:, 0, 0].tolist() == [0, 1]
-    assert (batch["collector", "worker_id"] == torch.arange(2).view(2, 1, 1)).all()
-    assert (batch["action"] == 0.5).all()
-    assert batch["collector", "policy_version"].unique().tolist() == [sync.policy_version]
-    # the root of step t+1 is the next of step t within a trajectory
-    same = batch["next", "done"][..., :-1, 0].logical_not()
-    assert torch.equal(batch["observation"][..., 1:, :][same], batch["next", "observation"][..., :-1, :][same])
-
-
-def test_traj_ids_unique_across_workers(sync):
-    batch = sync.next()
-    ids = batch["collector", "traj_ids"]
-    w0, w1 = set(ids[0].flatten().tolist()), set(ids[1].flatten().tolist())
-    assert not w0 & w1
-    # each trajectory stays in one env row
-    for w in range(2):
-        for e in range(3):
-            row = ids[w, e].tolist()
-            assert sorted(row) == row
-    assert len(w0) >= 3 and len(w1) >= 3
 
 
 def test_weights_propagate_to_every_later_batch(sync):
@@ -124,18 +98,6 @@ def test_cat_results_and_frames_lists():
         batches = list(collector)
         assert [b.batch_size for b in batches] == [torch.Size([2, 12])] * 2  # along time
         assert collector.frames == 48
-
-
-def test_seeding_is_distinct_and_reproducible(sync):
-    sync.set_seed(11)
-    first = sync.next()
-    sync.set_seed(11)
-    again = sync.next()
-    assert torch.equal(first["observation"], again["observation"])
-    assert torch.equal(first["next", "observation"], again["next", "observation"])
-    assert not torch.equal(first["observation"][0], first["observation"][1])  # workers differ
-    sync.set_seed(12)
-    assert not torch.equal(sync.next()["observation"], first["observation"])
 
 
 def test_worker_seed_ranges_do_not_overlap():

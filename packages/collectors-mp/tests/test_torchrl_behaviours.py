@@ -9,7 +9,7 @@ from tensordict.nn import TensorDictModule
 
 from reap import MultiCollector, VanillaWeightUpdater
 from reap_mp import MultiAsyncCollector, MultiSyncCollector
-from reap_mp.testing import constant_policy, env_fn
+from reap_testing import constant_policy, env_fn
 
 FAST = "forkserver"
 

@@ -4,8 +4,7 @@ import pytest
 
 from reap import GymEnv, TransformedEnv, VecNorm
 from reap_mp import MultiSyncCollector
-from reap_mp.testing import shm_segments
-from reap_testing import shm_left_by_us
+from reap_testing import shm_left_by_us, shm_segments
 
 
 @pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])

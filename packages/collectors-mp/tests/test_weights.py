@@ -8,7 +8,7 @@ import torch
 from tensordict.nn import TensorDictModule
 
 from reap_mp import MultiAsyncCollector, MultiSyncCollector, PipeWeightSyncScheme
-from reap_mp.testing import ConstantPolicy, env_fn
+from reap_testing import ConstantPolicy, env_fn
 
 FAST = "forkserver"
 

@@ -10,9 +10,9 @@ import ray
 import torch
 from ray.cluster_utils import Cluster
 
-from reap_mp.testing import ConstantPolicy, env_fn
 from reap_ray import RayCollector
 from reap_ray.testing import descendant_pids, wait_no_reap_actors
+from reap_testing import ConstantPolicy, env_fn
 
 pytestmark = pytest.mark.slow  # a two-node cluster and actors on it: tens of seconds
 NODE = {"node_ip_address": "127.0.0.1", "num_cpus": 2, "object_store_memory": 150 * 2**20}

@@ -16,16 +16,16 @@ pytestmark = pytest.mark.slow  # a fresh interpreter joins Ray: seconds
 
 SCRIPT = textwrap.dedent("""
     import json
-    from reap_mp.testing import CountingEnv, constant_policy
+    from reap_testing import EchoEnv, constant_policy
     from reap_ray import RayCollector
 
     if __name__ == "__main__":
         def make2():  # defined under the guard: not an attribute of the module the actors import
-            return CountingEnv(batch=2)
+            return EchoEnv(batch=2)
 
         class Make2:
             def __call__(self):
-                return CountingEnv(batch=2)
+                return EchoEnv(batch=2)
 
         with RayCollector([make2, Make2()], constant_policy(2.0), frames_per_batch=8, total_frames=16,
                           sync=True) as collector:

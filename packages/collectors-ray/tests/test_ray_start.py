@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import ray
 
-from reap_mp.testing import constant_policy, env_fn
 from reap_ray import RayCollector, RayReplayBuffer, RayStartError
 from reap_ray._ray import DEFAULT_REMOTE_CONFIG, ensure_ray, remote_config, started_by_reap
 from reap_ray.testing import processes_of_session
 from reap_replay import LazyTensorStorage
+from reap_testing import constant_policy, env_fn
 
 
 def _listening_addresses(pids):
@@ -80,7 +80,7 @@ def _actors_created(class_name: str) -> int:
 def test_actors_the_cluster_can_never_place_are_refused_before_any_starts(kwargs, message):
     before = _actors_created("CollectorActor")
     with pytest.raises(RayStartError, match=message):
-        RayCollector(env_fn(), constant_policy(), frames_per_batch=8, actor_start_timeout=600, **kwargs)
+        RayCollector(env_fn(), constant_policy(), frames_per_batch=8, start_timeout=600, **kwargs)
     assert _actors_created("CollectorActor") == before  # refused before asking Ray for any actor
 
 
@@ -97,11 +97,11 @@ def test_placement_counts_the_actors_already_running_and_waits_only_for_busy_res
                                                 r"\(each \{CPU: 2, memory: 0.12 GiB\}\) .* at most 3 fit"):
             collector.add_collectors([env_fn()] * 2, remote_configs=small)
         assert _actors_created("CollectorActor") == before and collector.num_collectors == 1
-        # resources that exist but are held: the wait, bounded by actor_start_timeout
+        # resources that exist but are held: the wait, bounded by start_timeout
         with pytest.raises(RayStartError, match=r"RayCollector: actor 0 was not ready after 2 s: it asks for "
                                                 r"\{CPU: 3, memory: 0.12 GiB\} but the cluster has \{CPU: 6, .*\} "
                                                 r"in all and \{CPU: 2, .*\} free: other actors or tasks hold"):
-            RayCollector(env_fn(), constant_policy(), frames_per_batch=8, actor_start_timeout=2,
+            RayCollector(env_fn(), constant_policy(), frames_per_batch=8, start_timeout=2,
                          remote_configs={**small, "num_cpus": 3})
         for _ in collector:  # still collecting
             pass

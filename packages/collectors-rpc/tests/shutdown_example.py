@@ -14,7 +14,7 @@ from tensordict.nn import TensorDictModule
 
 from reap import GymEnv
 from reap_rpc import DistributedCollector, RPCCollector
-from reap_rpc.testing import descendant_pids, wait_gone
+from reap_testing import wait_gone, worker_pids
 
 
 def pendulum():
@@ -31,7 +31,7 @@ def run(case: str, cls, *, frames_per_batch: int, total_frames: int, sync: bool,
     start = time.monotonic()
     collector.shutdown()
     print(f"shutdown {case} {time.monotonic() - start:.2f}", flush=True)
-    left = wait_gone(descendant_pids(), timeout=15.0)
+    left = wait_gone(worker_pids(), timeout=15.0)
     assert not left, f"{case}: processes outlived shutdown(): {sorted(left)}"
 
 

@@ -1,13 +1,13 @@
 """RPCCollector and DistributedCollector on real worker processes over loopback: TorchRL's
-layouts in sync and async mode, weights seen in the next batch, worker ids, seeds, state."""
+layouts in sync and async mode, weights seen in the next batch, worker ids, state (seeds, hooks
+and faults, as on every backend, are reap_testing's contract: test_contract.py)."""
 
 import pytest
 import torch
 
 from reap import Collector
-from reap_mp.testing import ConstantPolicy, env_fn
 from reap_rpc import DistributedCollector, DistributedSyncCollector, RPCCollector
-from reap_rpc.testing import listening_addresses
+from reap_testing import ConstantPolicy, env_fn, listening_addresses
 
 VERSION = ("collector", "policy_version")
 WORKER = ("collector", "worker_id")
@@ -51,16 +51,8 @@ def test_sync_layout_weights_worker_ids_seeds_and_loopback(cls, layout):
             collector.update_policy_weights_(policy, worker_ids=[2])
         with pytest.raises(ValueError, match=r"'module.weight' has shape \(2,\) but the policy's has shape \(1,\)"):
             collector.update_policy_weights_({"module.weight": torch.ones(2)})
-        # seeds: reproducible, distinct per worker
-        collector.set_seed(7)
-        collector.total_frames = 80
-        a = next(iter(collector)).reshape(2, -1)["observation"][..., 1]
-        collector.set_seed(7)
-        collector.total_frames = 96
-        b = next(iter(collector)).reshape(2, -1)["observation"][..., 1]
-        assert torch.equal(a, b) and not torch.equal(a[0], a[1])
         state = collector.state_dict()
-        assert len(state) == 2 and state[0]["frames"] == 6 * 8  # each worker's own count: 6 batches
+        assert len(state) == 2 and state[0]["frames"] == 4 * 8  # each worker's own count: 4 batches
         collector.load_state_dict(state)
         pids = collector.worker_pids
     assert collector._closed and len(pids) == 2
@@ -129,6 +121,7 @@ def test_backends_and_policy_factory_defers_weights():
         assert isinstance(collector, DistributedCollector) and collector._sync
         first = next(iter(collector))
         assert first.batch_size == torch.Size([2, 4]) and _weight(first) == [3.0]
-        collector.update_policy_weights_()  # no central policy: nothing to send
+        with pytest.raises(ValueError, match="no weights given and the collector has no policy to read them from"):
+            collector.update_policy_weights_()  # no central policy to read
         collector.update_policy_weights_(weights_dict={"policy": {"module.weight": torch.tensor([7])}})
         assert _weight(next(iter(collector))) == [7.0]  # exact cast int64 -> float32

@@ -8,11 +8,11 @@ import torch
 
 import reap
 from reap.plugins import collector_backends, get_registries
-from reap_mp.testing import ConstantPolicy, env_fn
 from reap_rpc import RPCCollector
+from reap_testing import ConstantPolicy, env_fn
 
 FAST_MODULES = ["reap_rpc", "reap_rpc.plugin", "reap_rpc.weight_sync", "reap_rpc._flat",
-                "reap_rpc._rendezvous", "reap_rpc.testing", "reap_rpc.torchrun"]
+                "reap_rpc._rendezvous", "reap_rpc.torchrun"]
 
 
 def test_backends_schemes_and_exports_are_registered():

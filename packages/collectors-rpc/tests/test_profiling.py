@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from reap_mp.testing import ConstantPolicy, env_fn
 from reap_rpc import DistributedCollector, RPCCollector
+from reap_testing import ConstantPolicy, env_fn
 
 pytest.importorskip("reap_profiling")
 pytestmark = pytest.mark.slow  # worker processes (torch imports): seconds each

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from reap_mp.testing import ConstantPolicy, env_fn
 from reap_rpc import DistributedCollector
+from reap_testing import ConstantPolicy, env_fn
 
 submitit = pytest.importorskip("submitit", reason="submitit is an optional extra: reap-collectors-rpc[submitit]")
 pytestmark = pytest.mark.slow  # jobs import torch: seconds

@@ -10,8 +10,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from reap.plugins import get_registries
-from reap_mp.testing import ConstantPolicy, env_fn
 from reap_rpc import DistributedCollector, PortInUseError, RPCCollector
+from reap_testing import ConstantPolicy, env_fn
 
 
 def test_busy_port_is_an_error_naming_it_and_starts_nothing():

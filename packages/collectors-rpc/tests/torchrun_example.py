@@ -9,7 +9,7 @@ import sys
 import torch
 
 import reap_rpc
-from reap_mp.testing import ConstantPolicy, env_fn
+from reap_testing import ConstantPolicy, env_fn
 
 
 def main() -> None:

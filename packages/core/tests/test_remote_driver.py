@@ -1,53 +1,53 @@
-"""RemoteCollectorBase, the driver that RayCollector, RPCCollector and DistributedCollector share,
-on workers in this process: each request runs CollectorWorker.serve_collect at once (real
-collectors on real gymnasium envs; only the transport is a direct call), so the requests the
-driver makes can be checked one by one. The backends' own tests drive it across processes."""
+"""CollectorDriver, the driver every multi-worker backend shares, on workers in this process:
+each request runs CollectorWorker.serve_collect at once (real collectors on real gymnasium envs;
+only the transport is a direct call), so the requests the driver makes can be checked one by
+one. The backends' own tests (and reap_testing's contract suite) drive it across processes,
+threads, Ray actors and torch.distributed ranks."""
 
 import pytest
 import torch
 
 from reap import Collector, GymEnv
-from reap.collectors.remote import RemoteCollectorBase
+from reap.collectors.driver import CollectorDriver
 from reap.collectors.worker import VERSION_KEY, WORKER_KEY, CollectorWorker, worker_seed
-from reap.weight_update import as_weights
+from reap.weight_update import WeightSyncScheme
 
 from .test_worker_bookkeeping import constant_policy, weights_for
 
 
-class InProcessCollector(RemoteCollectorBase):
+class InProcessCollector(CollectorDriver):
     """Workers in this process; ``requests`` records (worker, version sent, weights sent, prefetch)."""
 
     def __init__(self, num_workers, policy, *, frames_per_batch, total_frames, sync=False, **kwargs):
         self.policy = policy
-        self.frames_per_batch = frames_per_batch
-        per_worker = frames_per_batch // num_workers if sync else frames_per_batch
-        self.workers = [CollectorWorker(i, Collector(GymEnv("Pendulum-v1"), constant_policy(0.0),
-                                                     frames_per_batch=per_worker)) for i in range(num_workers)]
+        self.per_worker = frames_per_batch // num_workers if sync else frames_per_batch
+        self.workers = [None] * num_workers
         self.requests, self.answers = [], []
-        self._init_requests(num_workers, per_worker, sync=sync, total_frames=total_frames, **kwargs)
-        self._weights_layout = as_weights(policy).to("meta")  # what the workers report in a backend
-        self._closed = False
+        self._init_driver(num_workers, sync=sync, frames_per_batch=frames_per_batch, total_frames=total_frames,
+                          scheme=WeightSyncScheme(), **kwargs)
+        self._start_workers()
 
-    num_collectors = property(lambda self: len(self.workers))
+    def _launch_worker(self, idx):
+        collector = Collector(GymEnv("Pendulum-v1"), constant_policy(0.0), frames_per_batch=self.per_worker)
+        self.workers[idx] = CollectorWorker(idx, collector)
+
+    def _await_worker(self, idx):
+        return self.workers[idx].ready_info()
 
     def _send_collect(self, idx, weights, version, prefetch):
         self.requests.append((idx, version, weights is not None, prefetch))
         self.answers.append((idx, self.workers[idx].serve_collect(weights, version, prefetch=prefetch)))
 
-    def _first_finished(self):
-        return self.answers.pop(0)
-
-    def _busy_workers(self):
-        return {idx for idx, _ in self.answers}
+    def _receive(self, timeout):
+        return self.answers.pop(0) if self.answers else None
 
     def _call(self, idx, method, args):
         return getattr(self.workers[idx], method)(*args)
 
-    def _pack_weights(self, weights):
-        return weights.clone()
+    def _kill_worker(self, idx):
+        self.workers[idx].close()
 
-    def shutdown(self):
-        self._closed = True
+    def _close_workers(self, timeout):
         for worker in self.workers:
             worker.close()
 

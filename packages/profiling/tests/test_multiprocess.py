@@ -9,7 +9,7 @@ import pytest
 from traces import event_names, rollouts_in
 
 from reap import MultiAsyncCollector, MultiSyncCollector
-from reap_mp.testing import ConstantPolicy, CountingEnv, pid_alive
+from reap_testing import ConstantPolicy, EchoEnv, pid_alive
 
 pytestmark = pytest.mark.slow
 FAST = "forkserver"
@@ -17,7 +17,7 @@ FAST = "forkserver"
 
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
 def test_only_the_chosen_workers_write_traces_and_all_report_timings(cls, tmp_path):
-    env_fn = functools.partial(CountingEnv, 2)  # 2 envs: 10 steps per 20-frame rollout
+    env_fn = functools.partial(EchoEnv, 2)  # 2 envs: 10 steps per 20-frame rollout
     c = cls([env_fn] * 2, ConstantPolicy(1.0).as_module(), frames_per_batch=40 if cls is MultiSyncCollector else 20,
             total_frames=200, mp_start_method=FAST)
     try:
@@ -52,7 +52,7 @@ def test_only_the_chosen_workers_write_traces_and_all_report_timings(cls, tmp_pa
 
 
 def test_the_sync_trainer_waits_and_the_workers_say_so(tmp_path):
-    env_fn = functools.partial(CountingEnv, 2)
+    env_fn = functools.partial(EchoEnv, 2)
     with MultiSyncCollector([env_fn] * 2, ConstantPolicy(1.0).as_module(), frames_per_batch=40,
                             total_frames=120, mp_start_method=FAST) as c:
         c.enable_profile(workers=[])

@@ -57,7 +57,7 @@ def test_multisync_collector_carries_states_in_workers():
     reap_mp = pytest.importorskip("reap_mp")
     from multiprocessing import resource_tracker
 
-    from reap_mp.testing import start_forkserver
+    from reap_testing.fixtures import start_forkserver
     from reap_testing.leaks import descendant_pids
 
     start_forkserver()  # long-lived helpers, started on first use: not the collector's

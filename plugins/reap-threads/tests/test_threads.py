@@ -1,5 +1,6 @@
-"""reap-threads through reap's public entry points: layout against MultiSyncCollector, weights,
-worker errors, timeouts, shutdown, backend dispatch and ``reap plugins``."""
+"""reap-threads through reap's public entry points: weights, a slow trainer, backend dispatch,
+arguments and ``reap plugins`` (the layout, seeds, hooks, faults and shutdown every backend
+shares are reap_testing's contract, test_contract.py)."""
 
 import doctest
 import importlib
@@ -14,93 +15,25 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from reap import Collector, MultiCollector, MultiSyncCollector
+from reap import Collector, MultiCollector
 from reap.cli import main as reap_main
 from reap.plugins import get_weight_sync_scheme
-from reap_mp.testing import ConstantPolicy, CountingEnv, constant_policy, env_fn
+from reap_testing import ConstantPolicy, EchoEnv, constant_policy, env_fn
 from reap_threads import (
     ThreadAsyncCollector,
     ThreadSyncCollector,
     ThreadWeightSyncScheme,
-    ThreadWorkerError,
 )
-
-TRAJ = ("collector", "traj_ids")  # drawn from a counter shared by racing workers: compared apart
 
 
 def _worker_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("reap-threads-worker")]
 
 
-def _batches(collector, n: int) -> list:
-    out = []
-    for batch in collector:
-        out.append(batch)
-        if len(out) == n:
-            return out
-    return out
-
-
 @pytest.fixture(autouse=True)
 def no_thread_left():
     yield
     assert not _worker_threads(), "a worker thread outlived its collector"
-
-
-@pytest.fixture(scope="module")
-def multisync_reference():
-    """Three seeded batches of MultiSyncCollector (stacked): the layout reap-threads must match."""
-    with MultiSyncCollector(ENVS, constant_policy(0.5), frames_per_batch=24, total_frames=72,
-                            mp_start_method="forkserver") as ref:
-        ref.set_seed(7)
-        return list(ref)
-
-
-ENVS = [env_fn(batch=3, episode_len=4), env_fn(batch=3, episode_len=4)]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("cat_results", ["stack", 0, -1])
-def test_sync_batches_equal_multisync_ones(multisync_reference, cat_results):
-    with ThreadSyncCollector(ENVS, constant_policy(0.5), frames_per_batch=24, total_frames=72,
-                             cat_results=cat_results) as threads:
-        assert threads.set_seed(7) == 8
-        got = list(threads)
-    assert len(got) == len(multisync_reference) == 3
-    for a, stacked in zip(got, multisync_reference):
-        b = stacked if cat_results == "stack" else torch.cat(stacked.unbind(0), cat_results)
-        assert a.batch_size == b.batch_size
-        assert set(a.keys(True, True)) == set(b.keys(True, True))
-        assert (a.exclude(TRAJ) == b.exclude(TRAJ)).all()
-    if cat_results == "stack":  # trajectories are never shared between workers
-        ids = torch.stack([g[TRAJ] for g in got])
-        assert not set(ids[:, 0].flatten().tolist()) & set(ids[:, 1].flatten().tolist())
-
-
-@pytest.mark.slow
-def test_async_batches_per_worker_equal_multiasync_ones():
-    envs = [env_fn(batch=2, episode_len=3), env_fn(batch=2, episode_len=3)]
-    kwargs = dict(frames_per_batch=8, total_frames=48)
-
-    def by_worker(collector):
-        collector.set_seed(3)
-        out = {0: [], 1: []}
-        for batch in collector:
-            assert batch.batch_size == torch.Size([2, 4])
-            out[int(batch["collector", "worker_id"][0, 0])].append(batch.exclude(TRAJ))
-        return out
-
-    from reap import MultiAsyncCollector
-
-    with MultiAsyncCollector(envs, constant_policy(1.0), mp_start_method="forkserver", **kwargs) as ref:
-        expected = by_worker(ref)
-    with ThreadAsyncCollector(envs, constant_policy(1.0), **kwargs) as threads:
-        assert threads.frames_per_batch == 8
-        got = by_worker(threads)
-    assert sum(map(len, got.values())) == 6
-    for w in (0, 1):
-        for a, b in zip(got[w], expected[w]):
-            assert (a == b).all()
 
 
 def test_weights_reach_every_worker_at_its_next_rollout():
@@ -128,53 +61,6 @@ def test_weights_reach_every_worker_at_its_next_rollout():
             collector.update_policy_weights_({"other": torch.zeros(1)})
 
 
-def test_async_batches_each_run_one_version_whole():
-    """Weights pushed while rollouts are queued land between rollouts: a batch never mixes two."""
-    weights = {0: 0.0}
-    with ThreadAsyncCollector([env_fn(batch=2)] * 2, constant_policy(0.0), frames_per_batch=16,
-                              total_frames=16 * 12) as collector:
-        for k, batch in enumerate(collector, start=1):
-            versions = batch["collector", "policy_version"].unique().tolist()
-            assert len(versions) == 1
-            assert (batch["action"] == weights[versions[0]]).all()
-            collector.update_policy_weights_(ConstantPolicy(float(k)).as_module())
-            weights[collector.policy_version] = float(k)
-    assert collector.policy_version == 12
-
-
-def test_a_worker_exception_names_the_worker_with_its_traceback():
-    collector = ThreadSyncCollector([env_fn(), env_fn(fail_at=3)], constant_policy(), frames_per_batch=8)
-    with pytest.raises(ThreadWorkerError, match="thread worker 1 raised ValueError: CountingEnv exploded") as info:
-        collector.next()
-    assert info.value.worker_idx == 1
-    assert "Traceback" in str(info.value) and "_step_into" in info.value.remote_traceback
-    assert not _worker_threads()
-    with pytest.raises(RuntimeError, match="shut down"):
-        collector.next()
-
-
-class SleepyEnv(CountingEnv):
-    """Sleeps ``nap`` seconds (releasing the GIL) at step ``at``."""
-
-    def __init__(self, at: int, nap: float):
-        super().__init__()
-        self.at, self.nap = at, nap
-
-    def _step_into(self, action, t, root, nxt):
-        if self.steps + 1 == self.at:
-            time.sleep(self.nap)
-        super()._step_into(action, t, root, nxt)
-
-
-def test_a_stuck_worker_is_reported_within_worker_timeout():
-    collector = ThreadSyncCollector([env_fn(), lambda: SleepyEnv(2, 3.0)], None, frames_per_batch=4,
-                                    worker_timeout=0.5)
-    start = time.monotonic()
-    with pytest.raises(ThreadWorkerError, match=r"thread worker 1 delivered nothing .*worker_timeout=0.5"):
-        collector.next()
-    assert time.monotonic() - start < 5.0  # the 0.5 s deadline, plus joining the napping thread
-
-
 def test_a_slow_trainer_is_not_taken_for_a_stuck_worker():
     """Deadlines count from what the driver has read: batches waiting in the queue are progress."""
     with ThreadAsyncCollector([env_fn(batch=2)] * 2, None, frames_per_batch=4, total_frames=16,
@@ -182,16 +68,6 @@ def test_a_slow_trainer_is_not_taken_for_a_stuck_worker():
         for _ in collector:
             time.sleep(0.6)  # training, longer than worker_timeout
     assert collector.frames == 16
-
-
-def test_shutdown_ends_every_thread_and_is_idempotent():
-    with ThreadAsyncCollector([env_fn(batch=2)] * 3, None, frames_per_batch=4) as collector:
-        assert len(_worker_threads()) == 3
-        collector.next()
-    assert not _worker_threads() and all(not t.is_alive() for t in collector.worker_threads)
-    collector.shutdown()
-    with pytest.raises(RuntimeError, match="shut down"):
-        collector.update_policy_weights_(ConstantPolicy(1.0).as_module())
 
 
 def test_backend_dispatch_like_the_other_backends():
@@ -213,10 +89,10 @@ def test_bad_arguments_name_the_argument():
         ThreadSyncCollector([env_fn()], None, frames_per_batch=0)
     with pytest.raises(ValueError, match="cat_results"):
         ThreadSyncCollector([env_fn()], None, frames_per_batch=4, cat_results="glue")
-    with pytest.raises(ValueError, match="weight_sync_schemes must be 'threads'"):
+    with pytest.raises(ValueError, match=r"weight_sync_schemes must be ThreadWeightSyncScheme\(\) \('threads'\)"):
         ThreadSyncCollector([env_fn()], None, frames_per_batch=4, weight_sync_schemes="pipe")
     with pytest.raises(TypeError, match="not an env instance"):
-        ThreadSyncCollector(CountingEnv(), None, frames_per_batch=4)
+        ThreadSyncCollector(EchoEnv(), None, frames_per_batch=4)
     with pytest.raises(ValueError, match="worker_timeout"):
         ThreadSyncCollector([env_fn()], None, frames_per_batch=4, worker_timeout=0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
@@ -241,7 +117,7 @@ def test_reap_collect_runs_on_the_threads_backend(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_without_the_plugin_the_backend_is_a_clear_error():
-    code = ("from reap import Collector\nfrom reap_mp.testing import env_fn\n"
+    code = ("from reap import Collector\nfrom reap_testing import env_fn\n"
             "Collector(env_fn(), None, backend='threads', frames_per_batch=4)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "REAP_DISABLE_PLUGINS": "threads"})

@@ -7,7 +7,7 @@ reap's single-process ``Collector`` in worker processes that write batches into 
 ``reap`` once this package is installed.
 """
 
-from reap_mp._procs import WorkerError
+from reap.errors import WorkerError as WorkerError  # reap-core's since the shared driver
 from reap_mp.collectors import (
     AsyncCollector,
     MultiAsyncCollector,
@@ -22,8 +22,8 @@ from reap_mp.weight_sync import (
     MultiProcessedWeightUpdater,
     PipeWeightSyncScheme,
     SharedMemWeightSyncScheme,
-    WeightSyncScheme,
 )
+from reap_mp.weight_sync import WeightSyncScheme as WeightSyncScheme  # reap.weight_update's
 
 __all__ = [
     "AsyncCollector",
@@ -35,8 +35,6 @@ __all__ = [
     "ParallelEnv",
     "PipeWeightSyncScheme",
     "SharedMemWeightSyncScheme",
-    "WeightSyncScheme",
-    "WorkerError",
     "aSyncDataCollector",
     "worker_seed",
 ]

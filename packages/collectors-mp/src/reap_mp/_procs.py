@@ -1,6 +1,6 @@
 """Process plumbing shared by the collectors and ``ParallelEnv``.
 
-* :class:`WorkerError`: what the parent raises when a worker fails, naming the worker.
+* :class:`~reap.errors.WorkerError`: what the parent raises when a worker fails, naming the worker.
 * :func:`get_context`: the multiprocessing context (``spawn`` unless told otherwise), with the
   guard that explains ``if __name__ == "__main__":`` when a spawned child re-imports the script
   (:mod:`reap.collectors.spawn`: a worker that dies of it is reported with that explanation).
@@ -24,6 +24,7 @@ import time
 import types
 
 from reap.collectors.spawn import check_main_guard, prepare_reports, start_report
+from reap.errors import WorkerError
 
 try:  # gymnasium depends on cloudpickle, so it is there wherever reap-core is
     import cloudpickle
@@ -33,29 +34,6 @@ except ImportError:  # pragma: no cover
 START_METHODS = ("spawn", "forkserver", "fork")
 #: Seconds to wait for a worker's exit code once its pipe closed (it is on its way out).
 EXIT_WAIT = 10.0
-
-
-class WorkerError(RuntimeError):
-    """A worker process raised, died or stopped answering.
-
-    ``worker_idx`` is its index, ``exitcode`` the process exit code (negative: killed by that
-    signal) when it died, ``remote_traceback`` the worker's formatted traceback when it raised.
-    """
-
-    def __init__(self, message: str, *, worker_idx: int, exitcode: int | None = None,
-                 remote_traceback: str | None = None):
-        super().__init__(message)
-        self.worker_idx = worker_idx
-        self.exitcode = exitcode
-        self.remote_traceback = remote_traceback
-
-    def __reduce__(self):
-        return (_rebuild_worker_error, (str(self), self.worker_idx, self.exitcode, self.remote_traceback))
-
-
-def _rebuild_worker_error(message, worker_idx, exitcode, remote_traceback):
-    return WorkerError(message, worker_idx=worker_idx, exitcode=exitcode,
-                       remote_traceback=remote_traceback)
 
 
 FORK_HINT = " Alternatively pass mp_start_method='fork'."

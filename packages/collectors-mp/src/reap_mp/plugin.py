@@ -25,11 +25,9 @@ EXPORTS = {
     "MultiProcessedWeightUpdater": "reap_mp.weight_sync:MultiProcessedWeightUpdater",
     "SharedMemWeightSyncScheme": "reap_mp.weight_sync:SharedMemWeightSyncScheme",
     "PipeWeightSyncScheme": "reap_mp.weight_sync:PipeWeightSyncScheme",
-    "WeightSyncScheme": "reap_mp.weight_sync:WeightSyncScheme",
-    "WorkerError": "reap_mp._procs:WorkerError",
     "worker_seed": "reap_mp.collectors:worker_seed",
 }
-#: TorchRL's module paths of each name (``WorkerError`` and ``worker_seed`` are reap's own).
+#: TorchRL's module paths of each name (``worker_seed`` is reap's own).
 MODULES = {
     "MultiSyncCollector": ("reap.collectors",),
     "MultiAsyncCollector": ("reap.collectors",),
@@ -41,7 +39,6 @@ MODULES = {
     "ParallelEnv": ("reap.envs",),
     "SharedMemWeightSyncScheme": ("reap.weight_update",),
     "PipeWeightSyncScheme": ("reap.weight_update",),
-    "WeightSyncScheme": ("reap.weight_update",),
 }
 
 

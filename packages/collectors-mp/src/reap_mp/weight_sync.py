@@ -31,92 +31,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
 from tensordict import TensorDict, TensorDictBase
 
-from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, as_weights, copy_weights
-from reap_mp._procs import WorkerError
-
-
-def policy_weights(policy) -> TensorDictBase | None:
-    """The parameters and buffers of ``policy`` as a TensorDict sharing their storage, or None."""
-    if isinstance(policy, torch.nn.Module):
-        weights = as_weights(policy)
-        return weights if not weights.is_empty() else None
-    return None
-
-
-class WeightSyncScheme:
-    """Base class: the parent side (``bind``/``push``) and the worker side (``receiver``).
-
-    A scheme instance belongs to one collector. ``worker_state(idx)`` is what the worker process
-    receives when it starts; ``make_receiver(state)`` runs in the worker.
-    """
-
-    name = "base"
-
-    def __init__(self, **options):
-        self.options = options
-        self._buffers: dict[int, TensorDictBase | None] = {}
-
-    # ---- parent side -------------------------------------------------------------------
-    def bind(self, ctx, num_workers: int, send: Callable[[int, tuple], None]) -> None:
-        """Attach to a collector: ``send(idx, message)`` reaches worker ``idx``'s pipe."""
-        self._send = send
-
-    def worker_state(self, idx: int):
-        raise NotImplementedError
-
-    def on_worker_ready(self, idx: int, buffer: TensorDictBase | None) -> None:
-        """Worker ``idx`` (re)started; ``buffer`` is what its receiver's ``attach`` returned."""
-        self._buffers[idx] = buffer
-
-    def has_weights(self, idx: int) -> bool:
-        return self._buffers.get(idx) is not None
-
-    def push(self, weights: TensorDictBase, worker_ids: list[int], version: int) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self._buffers.clear()
-
-    @staticmethod
-    def make_receiver(state) -> WeightReceiver:
-        kind = state[0]
-        if kind == "shared_mem":
-            return SharedMemReceiver(state[1])
-        if kind == "pipe":
-            return WeightReceiver()
-        raise ValueError(f"unknown weight-sync receiver {kind!r}")
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-class WeightReceiver:
-    """Worker side: holds the policy's weights and the version they are at."""
-
-    def __init__(self):
-        self.local: TensorDictBase | None = None
-        self.version = 0
-
-    def attach(self, policy) -> TensorDictBase | None:
-        self.local = policy_weights(policy)
-        return None
-
-    def poll(self) -> int:
-        """Load pending weights, if any; the version the next rollout runs."""
-        return self.version
-
-    def apply(self, message) -> None:
-        """A ``("weights", arrays, version)`` message from the pipe."""
-        _, arrays, version = message
-        if self.local is not None:
-            copy_weights(self.local, as_weights({k: torch.from_numpy(v) for k, v in arrays.items()}))
-        self.version = version
+from reap.errors import WorkerError
+from reap.weight_update import (
+    VanillaWeightUpdater,
+    WeightReceiver,
+    WeightSyncScheme,
+    WeightUpdaterBase,
+    copy_weights,
+)
 
 
 class SharedMemReceiver(WeightReceiver):
+    """A worker's shared-memory copy of its weights, loaded when the version counter moved."""
+
     #: seconds to wait for the weights lock (the parent holds it only while it copies)
     lock_timeout = 60.0
 
@@ -163,6 +92,7 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
     """
 
     name = "shared_mem"
+    carried = False
 
     def __init__(self, *, lock_timeout: float = 30.0, **options):
         if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) or lock_timeout <= 0:
@@ -172,16 +102,16 @@ class SharedMemWeightSyncScheme(WeightSyncScheme):
         super().__init__(**options)
         self.lock_timeout = float(lock_timeout)
 
-    def bind(self, ctx, num_workers, send):
-        super().bind(ctx, num_workers, send)
-        self._ctx = ctx
+    def bind(self, num_workers, send, *, context=None, **transport):
+        super().bind(num_workers, send)
+        self._ctx = context
         self._counters = [None] * num_workers
 
     def worker_state(self, idx):
         # a fresh counter (and lock) for every start: a worker killed while holding its lock
         # must not leave the lock held for the worker that replaces it
         self._counters[idx] = self._ctx.Value("q", 0)
-        return ("shared_mem", self._counters[idx])
+        return SharedMemReceiver(self._counters[idx])
 
     def push(self, weights, worker_ids, version):
         for idx in worker_ids:
@@ -215,9 +145,10 @@ class PipeWeightSyncScheme(WeightSyncScheme):
     """
 
     name = "pipe"
+    carried = False
 
     def worker_state(self, idx):
-        return ("pipe",)
+        return WeightReceiver()
 
     def on_worker_ready(self, idx, buffer):
         self._buffers[idx] = TensorDict() if buffer is None else buffer
@@ -230,28 +161,6 @@ class PipeWeightSyncScheme(WeightSyncScheme):
         arrays = {k: v.detach().cpu().numpy() for k, v in flat.items()}
         for idx in worker_ids:
             self._send(idx, ("weights", arrays, version))
-
-
-def resolve_scheme(value, owner: str) -> WeightSyncScheme:
-    """A scheme instance from an instance, a registered name, or TorchRL's ``{"policy": ...}``."""
-    from reap.plugins import get_weight_sync_scheme
-
-    if isinstance(value, dict):
-        unknown = set(value) - {"policy"}
-        if unknown:
-            raise ValueError(
-                f"{owner}: weight_sync_schemes has models {sorted(unknown)}; only 'policy' is "
-                "synchronised by the multi-process collectors"
-            )
-        value = value.get("policy")
-    if isinstance(value, str):
-        value = get_weight_sync_scheme(value).cls()
-    if not isinstance(value, WeightSyncScheme):
-        raise TypeError(
-            f"{owner}: weight_sync_schemes must map 'policy' to a scheme (SharedMemWeightSyncScheme(), "
-            f"PipeWeightSyncScheme()) or its name ('shared_mem', 'pipe'), got {value!r}"
-        )
-    return value
 
 
 class MultiProcessedWeightUpdater(WeightUpdaterBase):
@@ -326,7 +235,6 @@ __all__ = [
     "MultiProcessedWeightUpdater",
     "PipeWeightSyncScheme",
     "SharedMemWeightSyncScheme",
-    "WeightSyncScheme",
+    "SharedMemReceiver",
     "adapt_updater",
-    "resolve_scheme",
 ]

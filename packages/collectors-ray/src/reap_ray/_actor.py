@@ -17,14 +17,11 @@ the old seed or state); every other call waits for it to end and keeps its batch
 from __future__ import annotations
 
 import gc
-import os
 from collections import deque
 
 import ray
-import torch
 
 from reap.collectors.worker import CollectorWorker
-from reap.weight_update import as_weights
 from reap_ray.batches import pack_batch
 from reap_ray.weight_sync import RayWeightSyncScheme
 
@@ -36,11 +33,8 @@ class CollectorActor:
         self.idx = idx
         if policy is not None:
             kwargs = {**kwargs, "policy": policy}
-        collector = collector_class(**kwargs)
-        self.worker = CollectorWorker(idx, collector, apply_weights=RayWeightSyncScheme.applier(collector),
-                                      traj_id_offset=traj_id_offset)
-        for name, options in (plugin_options or {}).items():  # also after a restart
-            self.worker.set_plugin_options(name, options)
+        self.worker = CollectorWorker.build(idx, collector_class, kwargs, traj_id_offset=traj_id_offset,
+                                            plugin_options=plugin_options, applier=RayWeightSyncScheme.applier)
         self.replay_buffer = replay_buffer
         self.max_writes_in_flight = max_writes_in_flight
         self.write_timeout = write_timeout
@@ -51,11 +45,8 @@ class CollectorActor:
         return self.worker.collector
 
     def ready(self) -> dict:
-        """Where the actor runs, and its policy's weight layout (on the meta device) for checks."""
-        policy = getattr(self.collector, "policy", None)
-        layout = as_weights(policy).to("meta") if isinstance(policy, torch.nn.Module) else None
-        return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-                "weights_layout": layout}
+        """The worker's ready info (its policy's weight layout, for checks) and the node it runs on."""
+        return {**self.worker.ready_info(), "node_id": ray.get_runtime_context().get_node_id()}
 
     def collect(self, weights, version: int, prefetch: bool = False):
         try:
@@ -95,6 +86,9 @@ class CollectorActor:
 
     def set_seed(self, seed: int, static_seed: bool):
         return self.worker.set_seed(seed, static_seed)
+
+    def reset(self, index=None) -> None:
+        self.worker.reset(index)
 
     def state_dict(self):
         return self.worker.state_dict()

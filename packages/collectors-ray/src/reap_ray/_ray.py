@@ -34,6 +34,8 @@ import time
 
 import ray
 
+from reap.collectors.spawn import drop_unreadable_lazy_legacy
+
 LOOPBACK = "127.0.0.1"
 #: What one collector (or replay-buffer) actor asks for unless ``remote_configs`` says otherwise.
 DEFAULT_REMOTE_CONFIG = {"num_cpus": 1, "num_gpus": 0, "memory": 2 * 1024**3}
@@ -109,6 +111,7 @@ def _running_local_cluster() -> str | None:
 
 def _ray_init(local: bool, **kwargs) -> None:
     """``ray.init(**kwargs)`` keeping the signal handlers (and, for a Ray on this machine, its address)."""
+    drop_unreadable_lazy_legacy()  # Ray's workers inherit this environment
     with _keeping_signal_handlers(), _on_this_machine() if local else contextlib.nullcontext():
         ray.init(**kwargs)
 
@@ -215,26 +218,27 @@ def check_placeable(configs: list[dict], owner: str, held: list[dict] = (), firs
             "ray_init_config={'num_cpus': ...} sets what it offers.")
 
 
-def wait_ready(refs: list, configs: list[dict], timeout: float, owner: str) -> None:
+def wait_ready(refs: list, configs: list[dict], timeout: float, owner: str, first: int = 0) -> None:
     """Wait until the actors' ``ready()`` replies are in (or failed) within ``timeout`` s, or a clear error.
 
     :func:`check_placeable` has refused what the cluster cannot ever place, so an actor still
     pending after ``timeout`` waits for resources that others hold (or for a slow start): the
-    error names what it asked for and what the cluster has, in all and free.
+    error names it (``first`` is the index of ``refs[0]``'s actor), what it asked for and what
+    the cluster has, in all and free.
     """
     deadline = time.monotonic() + timeout
     pending = list(refs)
     while pending:
         left = deadline - time.monotonic()
         if left <= 0:
-            idx = refs.index(pending[0])
-            asked = asked_resources(configs[idx])
+            k = refs.index(pending[0])
+            asked = asked_resources(configs[k])
             raise RayStartError(
-                f"{owner}: actor {idx} was not ready after {timeout:.0f} s: it asks for {_fmt(asked)} "
+                f"{owner}: actor {first + k} was not ready after {timeout:.0f} s: it asks for {_fmt(asked)} "
                 f"but the cluster has {_fmt(ray.cluster_resources())} in all and "
                 f"{_fmt(ray.available_resources())} free: other actors or tasks hold what it needs. "
                 "Let them finish, lower remote_configs (num_cpus=, memory=, num_gpus=, resources=), add "
-                "nodes, or raise actor_start_timeout if the cluster is only slow."
+                "nodes, or raise start_timeout if the cluster is only slow."
             )
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=min(left, 1.0))
 

@@ -4,7 +4,7 @@
 checks that no actor of reap's is alive, stops that Ray, and checks that no process it started
 is left. :class:`ExitingEnv` ends its own process with ``os._exit`` at a given step;
 :class:`HoldingEnv` stops at a given step, so that a test can act while an actor is inside that
-rollout (the other faults are reap_mp.testing's ``CountingEnv(fail_at=, hang_at=, die_at=)``).
+rollout (the other faults are reap_testing's ``EchoEnv(fail_at=, hang_at=, die_at=)``).
 
 Examples:
     >>> from reap_ray.testing import REAP_ACTOR_CLASSES
@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from reap_mp.testing import CountingEnv
+from reap_testing import EchoEnv
 from reap_testing.leaks import descendant_pids
 
 REAP_ACTOR_CLASSES = ("CollectorActor", "ReplayBufferActor")
@@ -116,8 +116,8 @@ def local_ray(timeout: float = 30.0, **config):
         assert not left, f"Ray processes left after ray.shutdown(): {sorted(left)}"
 
 
-class ExitingEnv(CountingEnv):
-    """A ``CountingEnv`` whose process calls ``os._exit(exit_code)`` at step ``exit_at``.
+class ExitingEnv(EchoEnv):
+    """A ``EchoEnv`` whose process calls ``os._exit(exit_code)`` at step ``exit_at``.
 
     With ``once_file``, only the first process to get there exits (it creates the file), so a
     restarted actor runs on.
@@ -134,8 +134,8 @@ class ExitingEnv(CountingEnv):
         super()._step_into(action, t, root, nxt)
 
 
-class HoldingEnv(CountingEnv):
-    """A ``CountingEnv`` that stops for ``hold_for`` seconds at step ``hold_at`` in the first
+class HoldingEnv(EchoEnv):
+    """A ``EchoEnv`` that stops for ``hold_for`` seconds at step ``hold_at`` in the first
     process to get there, which first creates ``once_file`` and writes into it the name of the
     thread stepping it: a test waits for that file to know the actor is inside that rollout; a
     restarted actor runs on.

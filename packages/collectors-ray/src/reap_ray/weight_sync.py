@@ -26,7 +26,7 @@ import ray
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from reap.weight_update import WeightUpdaterBase, as_weights
+from reap.weight_update import WeightSyncScheme, WeightUpdaterBase, as_weights
 
 _SEP = "."
 
@@ -57,7 +57,7 @@ def unpack_weights(packed) -> TensorDictBase:
     return TensorDict(tensors).unflatten_keys(_SEP)
 
 
-class RayWeightSyncScheme:
+class RayWeightSyncScheme(WeightSyncScheme):
     """The ``"ray"`` scheme: one ``ray.put`` per update, applied by actors between rollouts.
 
     Examples:
@@ -71,8 +71,9 @@ class RayWeightSyncScheme:
     def __init__(self, **options):
         if options:
             raise TypeError(f"RayWeightSyncScheme: unexpected options {sorted(options)}")
+        super().__init__()
 
-    def put(self, weights):
+    def pack(self, weights):
         """An object ref to the packed weights, shared by every actor that receives them."""
         return ray.put(pack_weights(weights))
 
@@ -115,9 +116,6 @@ class RayWeightSyncScheme:
                 np.copyto(targets[key], array)
 
         return apply
-
-    def __repr__(self) -> str:
-        return "RayWeightSyncScheme()"
 
 
 class RayWeightUpdater(WeightUpdaterBase):

@@ -1,12 +1,12 @@
-"""What RPCCollector and DistributedCollector share: arguments, workers, weights, iteration, faults.
+"""What RPCCollector and DistributedCollector share: arguments, the world of worker processes, faults.
 
 The driver is rank 0 of a world of ``num_collectors + 1`` ranks; worker ``i`` (0-based
-everywhere: ``worker_ids``, ``("collector", "worker_id")``, errors) is rank ``i + 1``. A
-subclass adds only its transport: how a collect request (with the weights it carries) reaches
-a worker and how its batch comes back, as an event on one queue that the driver blocks on
-until the next worker deadline (:class:`~reap.collectors.bookkeeping.WorkerDeadlines`).
-Which weights each worker should run, and ``max_weight_update_interval``, are
-:class:`~reap.collectors.bookkeeping.WorkerWeights`.
+everywhere: ``worker_ids``, ``("collector", "worker_id")``, errors) is rank ``i + 1``. Iteration,
+weights, deadlines and restarts are reap-core's :class:`~reap.collectors.driver.CollectorDriver`;
+a subclass adds how a collect request (with the weights it carries) reaches a worker and how its
+batch comes back, as an event on one queue the driver waits on. A torch.distributed world cannot
+take a new rank, so a restart (``on_worker_failure="restart"``, ``launcher="mp"``) starts every
+worker again, and the batches lost with them are asked again.
 
 The collector's threads (the death watcher, DistributedCollector's receivers) and RPC callbacks
 hold a :class:`_Watch` and the event queue, never the collector: one that nobody refers to is
@@ -28,22 +28,26 @@ import torch
 import torch.distributed as dist
 from tensordict.nn import InteractionType
 
-from reap.collectors.base import options_for_worker
-from reap.collectors.bookkeeping import WorkerDeadlines
+from reap.collectors.arguments import (
+    MAX_RESTARTS,
+    START_TIMEOUT,
+    WORKER_TIMEOUT,
+    checked_failure_options,
+    checked_seconds,
+)
 from reap.collectors.collector import Collector
-from reap.collectors.lifetime import track, untrack
+from reap.collectors.driver import CollectorDriver
+from reap.collectors.lifetime import track
 from reap.collectors.remote import (
     DEVICES,
-    RemoteCollectorBase,
     check_remote_arguments,
     remote_collector_kwargs,
     split_per_collector,
 )
 from reap.collectors.spawn import check_main_guard, start_report
-from reap.collectors.trajectories import split_trajectories
 from reap.collectors.worker import per_collector, resolve_collector_class, worker_seed
-from reap.plugins import hook
-from reap.weight_update import WeightUpdaterBase
+from reap.errors import WorkerError
+from reap.weight_update import WeightUpdaterBase, resolve_weight_sync_scheme
 from reap_rpc._launch import ProcessLauncher, describe_exit
 from reap_rpc._rendezvous import LOOPBACK, connect_store, open_store
 
@@ -52,20 +56,16 @@ DEAD_MARK = b"__reap_worker_dead__"
 DEAD = object()  # what an awaited key holds once its worker died
 
 
-class RemoteCollectorError(RuntimeError):
+class RemoteCollectorError(WorkerError):
     """A remote worker raised, died or stopped delivering.
 
     ``worker_idx`` is its 0-based index, ``rank`` its rank (``worker_idx + 1``), ``exitcode``
     its process's exit code when it died, ``remote_traceback`` its traceback when it raised.
     """
 
-    def __init__(self, message: str, *, worker_idx: int, exitcode: int | None = None,
-                 remote_traceback: str | None = None):
-        super().__init__(message)
-        self.worker_idx = worker_idx
-        self.rank = worker_idx + 1
-        self.exitcode = exitcode
-        self.remote_traceback = remote_traceback
+    @property
+    def rank(self) -> int:
+        return self.worker_idx + 1
 
 
 def _cpu_only(visible_devices, n: int, owner: str) -> list:
@@ -148,19 +148,16 @@ class _Watch:
         self.store = None
 
 
-def _seconds(value, name: str, owner: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"{owner}: {name} must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-class RemoteCollector(RemoteCollectorBase):
+class RemoteCollector(CollectorDriver):
     """Base of :class:`~reap_rpc.RPCCollector` and :class:`~reap_rpc.DistributedCollector`:
-    arguments, worker processes, deadlines and faults (requests, weights and iteration are
-    :class:`~reap.collectors.remote.RemoteCollectorBase`'s)."""
+    arguments, the world of worker processes and its faults (requests, weights, iteration,
+    deadlines and restarts are :class:`~reap.collectors.driver.CollectorDriver`'s)."""
 
-    _closed = True  # until the workers are up
+    error_class = RemoteCollectorError
+    _state_as_list = True
     _transport = ""  # "rpc" or "gloo"
+    _cat_results = "stack"  # how a sync batch combines the workers' parts
+    _scheme_class: type  # the weight-sync scheme it takes
 
     def __init__(
         self,
@@ -197,8 +194,10 @@ class RemoteCollector(RemoteCollectorBase):
         num_collectors: int | None = None,
         num_workers: int | None = None,
         master_addr: str | None = None,
-        worker_timeout: float = 60.0,
-        start_timeout: float = 120.0,
+        worker_timeout: float = WORKER_TIMEOUT,
+        start_timeout: float = START_TIMEOUT,
+        max_restarts: int = MAX_RESTARTS,
+        on_worker_failure: str = "raise",
         **collector_options,
     ):
         owner = type(self).__name__
@@ -225,10 +224,14 @@ class RemoteCollector(RemoteCollectorBase):
         if tensorpipe_options is not None and not isinstance(tensorpipe_options, dict):
             raise TypeError(f"{owner}: tensorpipe_options must be a dict of TensorPipeRpcBackendOptions "
                             f"arguments, got {tensorpipe_options!r}")
-        if weight_sync_schemes is not None:
-            self._check_schemes(weight_sync_schemes, owner)
-        self.worker_timeout = _seconds(worker_timeout, "worker_timeout", owner)
-        self.start_timeout = _seconds(start_timeout, "start_timeout", owner)
+        scheme = resolve_weight_sync_scheme(weight_sync_schemes, owner, default=self._scheme_class,
+                                            accepts=(self._scheme_class,))
+        worker_timeout = checked_seconds(worker_timeout, "worker_timeout", owner)
+        start_timeout = checked_seconds(start_timeout, "start_timeout", owner)
+        checked_failure_options(on_worker_failure, max_restarts, owner)
+        if on_worker_failure == "restart" and launcher != "mp":
+            raise ValueError(f"{owner}: on_worker_failure='restart' starts the workers again, which only "
+                             f"launcher='mp' can do (launcher={launcher!r} started them elsewhere)")
         self.collector_class = resolve_collector_class(collector_class, owner)
 
         n, lists = split_per_collector(
@@ -237,13 +240,14 @@ class RemoteCollector(RemoteCollectorBase):
              "policy_device": policy_device},
             num_collectors=num_collectors, num_workers=num_workers, frames_per_batch=frames_per_batch, sync=sync,
             owner=owner)
-        self.frames_per_batch = frames_per_batch
-        self._init_requests(n, frames_per_batch // n if sync else frames_per_batch, sync=sync,
-                            total_frames=total_frames, update_after_each_batch=update_after_each_batch,
-                            max_weight_update_interval=max_weight_update_interval)
+        per_worker = frames_per_batch // n if sync else frames_per_batch
+        self._init_driver(n, sync=sync, frames_per_batch=frames_per_batch, total_frames=total_frames, scheme=scheme,
+                          worker_frames=[per_worker] * n, worker_timeout=worker_timeout, start_timeout=start_timeout,
+                          max_restarts=max_restarts, on_worker_failure=on_worker_failure, postproc=postproc,
+                          split_trajs=split_trajs, cat_results=self._cat_results,
+                          update_after_each_batch=update_after_each_batch,
+                          max_weight_update_interval=max_weight_update_interval)
         self.policy = policy
-        self.postproc = postproc
-        self.split_trajs = bool(split_trajs)
         self.launcher = launcher
         self.slurm_kwargs = slurm_kwargs
         self.visible_devices = _cpu_only(visible_devices, n, owner)
@@ -252,10 +256,7 @@ class RemoteCollector(RemoteCollectorBase):
         self._local = launcher == "mp" and master_addr is None
         self._host = master_addr or LOOPBACK
         self.num_workers_per_collector = num_workers_per_collector
-        self._deadlines = WorkerDeadlines(n, timeout=self.worker_timeout)
         self._events: queue.Queue = queue.Queue()
-        self._busy: set[int] = set()
-        self._failure: RemoteCollectorError | None = None
         self._key = uuid.uuid4().hex[:12]
         self._launcher = None
         self._store = None
@@ -263,7 +264,7 @@ class RemoteCollector(RemoteCollectorBase):
         self._infos: list[dict] = []
         self.weight_updater = self._resolve_updater(weight_updater, owner)
 
-        common = {"frames_per_batch": self._frames_per_worker,
+        common = {"frames_per_batch": per_worker,
                   "max_frames_per_traj": None if max_frames_per_traj in (None, -1) else max_frames_per_traj,
                   "init_random_frames": None if init_random_frames in (None, -1) else init_random_frames,
                   "reset_at_each_iter": reset_at_each_iter, "exploration_type": exploration_type,
@@ -276,18 +277,23 @@ class RemoteCollector(RemoteCollectorBase):
                 collector_kwargs=lists["collector_kwargs"][i], policy_factory=lists["policy_factory"][i], owner=owner)
             self._specs.append({"idx": i, "kwargs": kwargs, "collector_class": self.collector_class,
                                 "policy": policy if lists["policy_factory"][i] is None else None})
-        self._closed = False
-        track(self)  # shut down at interpreter exit: its workers are not daemons
+        self._tcp_port = tcp_port
+        self._start_workers()
+
+    def _start_workers(self, ids=None) -> None:
+        """Start the world: every worker at once (they meet in one rendezvous)."""
+        if self.__dict__.get("_closed", True):
+            self._closed = False
+            track(self)  # shut down at interpreter exit: its workers are not daemons
         try:
-            self._start(tcp_port)
+            self._start(self._tcp_port)
+            for i, info in enumerate(self._infos):
+                self._worker_ready(i, info)
         except BaseException:
             self.shutdown(timeout=2.0)  # the others may be stuck in a rendezvous: no long grace
             raise
 
     # ---- construction ------------------------------------------------------------------------------
-    def _check_schemes(self, schemes, owner) -> None:
-        raise NotImplementedError
-
     def _resolve_updater(self, updater, owner):
         from reap_rpc.weight_sync import RemoteWeightUpdater
 
@@ -326,7 +332,8 @@ class RemoteCollector(RemoteCollectorBase):
 
     def _worker_spec(self, i: int) -> dict:
         env = {"TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"} if self._local else {}
-        return {**self._specs[i], "key": self._key, "host": self._host, "port": self.tcp_port,
+        return {**self._specs[i], "traj_id_offset": self._traj_id_offset(),
+                "plugin_options": self._worker_plugin_options(i), "key": self._key, "host": self._host, "port": self.tcp_port,
                 "world_size": self.num_collectors + 1, "transport": self._transport, "env": env,
                 "timeout": self.start_timeout, "worker_timeout": self.worker_timeout, "local": self._local,
                 "bind_host": LOOPBACK if self._local else None, "tensorpipe_options": self.tensorpipe_options}
@@ -338,10 +345,9 @@ class RemoteCollector(RemoteCollectorBase):
         for i in range(self.num_collectors):
             value = self._await(i, f"ready/{i}", max(0.0, deadline - time.monotonic()), "was not ready")
             if value is DEAD:
-                raise self._error(i, "failed to start")
+                raise self._worker_error(i, "failed to start")
             infos.append(pickle.loads(value))
         self._infos = infos
-        self._weights_layout = infos[0]["weights_layout"]
         self._start_transport()
 
     def _await(self, idx: int, key: str, timeout: float, what: str):
@@ -349,8 +355,8 @@ class RemoteCollector(RemoteCollectorBase):
         ``timeout`` s pass (an error naming ``what``)."""
         value = self._watch.wait(idx, key, timeout)
         if value is None:
-            raise self._fail(RemoteCollectorError(
-                f"{self._owner}: worker {idx} (rank {idx + 1}) {what} within {timeout:g} s", worker_idx=idx))
+            raise RemoteCollectorError(f"{self._owner}: worker {idx} (rank {idx + 1}) {what} within {timeout:g} s",
+                                       worker_idx=idx)
         return value
 
     def _start_transport(self) -> None:
@@ -361,20 +367,16 @@ class RemoteCollector(RemoteCollectorBase):
     def num_collectors(self) -> int:
         return len(self._specs)
 
-    num_workers = num_collectors
-
     @property
     def worker_pids(self) -> list[int]:
         """The workers' process ids, by worker index."""
         return [info["pid"] for info in self._infos]
 
-    def _check_open(self) -> None:
-        super()._check_open()
-        if self._failure is not None:
-            raise self._failure
+    def _worker_name(self, idx: int) -> str:
+        return f"worker {idx} (rank {idx + 1})"
 
     # ---- faults -------------------------------------------------------------------------------------
-    def _error(self, idx: int, what: str, *, exitcode=None, detail: str | None = None) -> RemoteCollectorError:
+    def _worker_error(self, idx: int, what: str, *, exitcode=None, detail: str | None = None) -> RemoteCollectorError:
         """The error for worker ``idx``: its own report (text, traceback) when it wrote one."""
         text, tb = None, None
         with contextlib.suppress(Exception):
@@ -400,37 +402,48 @@ class RemoteCollector(RemoteCollectorBase):
             message += f"\n\nworker {idx} traceback:\n{tb}"
         if report:
             message += f"\n\n{report}"
-        err = RemoteCollectorError(message, worker_idx=idx, exitcode=exitcode, remote_traceback=tb)
-        return err
+        return RemoteCollectorError(message, worker_idx=idx, exitcode=exitcode, remote_traceback=tb)
 
-    def _fail(self, err: RemoteCollectorError) -> RemoteCollectorError:
-        self._failure = err
-        return err
-
-    # ---- weights ------------------------------------------------------------------------------------
-    def _pack_weights(self, weights):
-        raise NotImplementedError
+    def _restart(self, idx: int) -> None:
+        """A torch.distributed world cannot take a new rank: stop every worker, start the world
+        again (the latest weights and seeds go to each), and ask again for what was in flight."""
+        lost = sorted(self._pending())
+        self.worker_restarts[idx] += 1
+        self.restarts += 1
+        self._inflight.clear()
+        self._ready.clear()
+        self._close_workers(2.0)
+        self._events = queue.Queue()
+        self._key = uuid.uuid4().hex[:12]
+        for i in range(self.num_workers):
+            self._deadlines.forget(i)
+            self._ahead[i] = self._skip[i] = False
+            self._worker_weights.replaced(i)
+        self._start(0)
+        for i, info in enumerate(self._infos):
+            self._worker_ready(i, info)
+        if self._seed is not None:
+            seed, static = self._seed
+            for i in range(self.num_workers):
+                self._call(i, "set_seed", (seed if static else worker_seed(seed, i, self.worker_restarts[i]), static))
+        for i in lost:
+            self._submit(i)
 
     # ---- requests -----------------------------------------------------------------------------------
     def _send_collect(self, idx: int, weights, version: int, prefetch: bool) -> None:
-        self._deadlines.asked(idx)
-        self._busy.add(idx)
         self._send_request(idx, weights, version, prefetch)
-
-    def _busy_workers(self) -> set[int]:
-        return self._busy
 
     def _await_requests(self, timeout: float) -> None:
         """Wait at most ``timeout`` s for the collect requests in flight to be answered (or their
         workers to die), dropping their batches. Each answer is an event on the driver's queue:
         nothing polls."""
         deadline = time.monotonic() + timeout
-        while self._busy:
+        while self._inflight:
             try:
                 idx, _, _ = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return
-            self._busy.discard(idx)
+            self._inflight.discard(idx)
 
     def _send_request(self, idx: int, payload, version: int, prefetch: bool) -> None:
         """Send worker ``idx`` its collect request (the transport's part)."""
@@ -440,87 +453,43 @@ class RemoteCollector(RemoteCollectorBase):
         """A transport event -> the batch, or raise the worker's error."""
         raise NotImplementedError
 
-    def _first_finished(self):
-        while True:
-            deadline = self._deadlines.next_deadline()
-            if deadline is None:
-                raise RuntimeError(f"{self._owner}: no request in flight (internal error)")
-            try:
-                idx, kind, payload = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                overdue = self._deadlines.overdue()
-                if overdue:
-                    i = overdue[0]
-                    raise self._fail(self._error(
-                        i, f"delivered no batch for {self._deadlines.waited(i):.1f} s (worker_timeout="
-                           f"{self.worker_timeout:g} s): it is hung or far slower than expected; raise "
-                           "worker_timeout if its batches are that slow")) from None
-                continue
-            if kind == "died":
-                raise self._fail(self._error(idx, "died", exitcode=payload))
-            try:
-                batch = self._receive(idx, kind, payload)
-            except RemoteCollectorError as err:
-                raise self._fail(err) from None
-            self._deadlines.delivered(idx)
-            self._busy.discard(idx)
-            return idx, batch
+    def _receive(self, timeout: float):
+        try:
+            idx, kind, payload = self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if kind == "died":
+            raise self._worker_error(idx, "died", exitcode=payload)
+        return idx, self._receive_event(idx, kind, payload)
 
-    # ---- iteration ----------------------------------------------------------------------------------
-    def _finish(self, batch):
-        if self.split_trajs:
-            batch = split_trajectories(batch)
-        if self.postproc is not None:
-            batch = self.postproc(batch)
-        return batch
-
-    def _output(self, answer):
-        return answer.numel(), self._finish(answer)
-
-    def _combine(self, answers):
-        frames, batch = super()._combine(answers)
-        return frames, self._finish(batch)
-
-    # ---- control ------------------------------------------------------------------------------------
-    def _call(self, idx: int, method: str, args: tuple):
+    def _receive_event(self, idx: int, kind: str, payload):
+        """A transport event -> the batch, or raise the worker's error."""
         raise NotImplementedError
 
-    def _forward_plugin_options(self, name: str, options) -> None:
-        if not self._closed:
-            self._call_all("set_plugin_options", lambda i: (name, options_for_worker(options, i)))
-
-    def worker_plugin_reports(self, name: str) -> list:
-        return self._call_all("plugin_report", lambda i: (name,))
+    def _kill_worker(self, idx: int) -> None:
+        """Not used: :meth:`_restart` starts the whole world again."""
 
     # ---- shutdown -----------------------------------------------------------------------------------
-    def shutdown(self, timeout: float | None = None) -> None:
+    def _close_workers(self, timeout: float) -> None:
         """Stop every worker, the transport (RPC agent, process group) and the store. Calls in
-        flight may end and the workers may leave within ``timeout`` s (default 10) in all; those
-        still running then are terminated, and killed a few seconds later."""
-        if self.__dict__.get("_closed", True):
-            return
-        self._closed = True
-        untrack(self)
-        grace = 10.0 if timeout is None else float(timeout)
-        deadline = time.monotonic() + grace
+        flight may end and the workers may leave within ``timeout`` s in all; those still running
+        then are terminated, and killed a few seconds later."""
+        deadline = time.monotonic() + timeout
         try:
-            hook().reap_collector_shutdown(collector=self, worker_idx=-1)
+            self._stop_transport(timeout)
+            if self._watch is not None:
+                self._watch.close()
         finally:
-            try:
-                self._stop_transport(grace)
-                if self._watch is not None:
-                    self._watch.close()
-            finally:
-                left = max(0.0, deadline - time.monotonic())  # one budget for the calls and the exits
-                if self._launcher is not None:
-                    self._launcher.stop(left)
-                if self.__dict__.get("_jobs"):
-                    from reap_rpc.submitit import stop_jobs
+            left = max(0.0, deadline - time.monotonic())  # one budget for the calls and the exits
+            if self._launcher is not None:
+                self._launcher.stop(left)
+            if self.__dict__.get("_jobs"):
+                from reap_rpc.submitit import stop_jobs
 
-                    stop_jobs(self._jobs, left)
-                self._close_transport()
-                self._store = self._server = None
-                gc.collect()
+                stop_jobs(self._jobs, left)
+            self._close_transport()
+            self._store = self._server = None
+            gc.collect()
 
     def _stop_transport(self, grace: float) -> None:
         """Ask the workers to leave."""

@@ -26,7 +26,6 @@ import pickle
 import sys
 import time
 
-import torch
 import torch.distributed as dist
 
 from reap_rpc._flat import FlatLayout
@@ -42,8 +41,6 @@ def worker_name(idx: int) -> str:
 
 
 def _build(spec: dict):
-    from reap.collectors.collector import Collector
-    from reap.collectors.trajectories import TrajIdCounter
     from reap.collectors.worker import CollectorWorker
     from reap.plugins import get_registries
 
@@ -51,20 +48,8 @@ def _build(spec: dict):
     kwargs = dict(spec["kwargs"])
     if spec.get("policy") is not None:
         kwargs["policy"] = spec["policy"]
-    cls = spec["collector_class"]
-    if issubclass(cls, Collector):
-        kwargs.setdefault("worker_idx", spec["idx"])
-        # trajectory ids distinct across workers: worker i counts from i * 2**40
-        kwargs.setdefault("traj_id_counter", TrajIdCounter(spec["idx"] << 40))
-    return CollectorWorker(spec["idx"], cls(**kwargs))
-
-
-def _ready_info(worker) -> dict:
-    from reap.weight_update import as_weights
-
-    policy = getattr(worker.collector, "policy", None)
-    layout = as_weights(policy).to("meta") if isinstance(policy, torch.nn.Module) else None
-    return {"pid": os.getpid(), "host": os.uname().nodename, "weights_layout": layout}
+    return CollectorWorker.build(spec["idx"], spec["collector_class"], kwargs, traj_id_offset=spec["traj_id_offset"],
+                                 plugin_options=spec.get("plugin_options"))
 
 
 def _report(store, idx: int, exc: BaseException, worker=None) -> None:
@@ -130,7 +115,7 @@ def _serve(spec: dict, store) -> int:
         return 1
     _WORKER = worker
     try:
-        store.set(f"ready/{idx}", pickle.dumps(_ready_info(worker)))
+        store.set(f"ready/{idx}", pickle.dumps(worker.ready_info()))
         if spec["transport"] == "rpc":
             return _serve_rpc(spec, store, worker)
         return _serve_gloo(spec, store, worker)
@@ -181,8 +166,8 @@ def _serve_rpc(spec, store, worker) -> int:
 def _serve_gloo(spec, store, worker) -> int:
     idx, rank = spec["idx"], spec["idx"] + 1
     pg = gloo_group(store, rank, spec["world_size"], host=spec["bind_host"], timeout=spec["timeout"])
-    info = _ready_info(worker)
-    w_layout = FlatLayout.of(info["weights_layout"]) if info["weights_layout"] is not None else None
+    layout = worker.ready_info()["weights"]
+    w_layout = FlatLayout.of(layout) if layout is not None else None
     w_buf = w_layout.empty() if w_layout is not None else None
     out_layout = out_buf = None
     seq = 0

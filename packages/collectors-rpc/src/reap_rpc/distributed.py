@@ -102,6 +102,7 @@ class DistributedCollector(RemoteCollector):
     """
 
     _transport = "gloo"
+    _scheme_class = DistributedWeightSyncScheme
 
     def __init__(self, create_env_fn, policy=None, *, update_interval: int | None = None, **kwargs):
         if update_interval is not None and (isinstance(update_interval, bool) or not isinstance(update_interval, int)
@@ -112,22 +113,16 @@ class DistributedCollector(RemoteCollector):
         self._pg = None
         self._receivers: list[_Receiver] = []
         self._seq: list[int] = []
-        self._scheme = DistributedWeightSyncScheme()
         super().__init__(create_env_fn, policy, **kwargs)
-
-    def _check_schemes(self, schemes, owner) -> None:
-        scheme = schemes.get("policy") if isinstance(schemes, dict) else None
-        if not isinstance(schemes, dict) or set(schemes) - {"policy"} or not (
-                scheme == "distributed" or isinstance(scheme, DistributedWeightSyncScheme)):
-            raise ValueError(f"{owner}: weight_sync_schemes must be {{'policy': DistributedWeightSyncScheme()}}, "
-                             f"got {schemes!r}")
 
     def _start_transport(self) -> None:
         n = self.num_collectors
         self._pg = gloo_group(self._store, 0, n + 1, host="127.0.0.1" if self._local else None,
                               timeout=max(self.worker_timeout, self.start_timeout))
         self._seq = [0] * n
-        self._wlayout_flat = FlatLayout.of(self._weights_layout) if self._weights_layout is not None else None
+        layout = self._infos[0]["weights"]
+        if layout is not None:
+            self.weight_sync_scheme.layout = FlatLayout.of(layout)
         self._receivers = [_Receiver(self._watch, self._pg, i) for i in range(n)]
         for r in self._receivers:
             r.start()
@@ -138,17 +133,12 @@ class DistributedCollector(RemoteCollector):
         self._store.set(f"cmd/{idx}/{seq}", pickle.dumps(cmd))
         return seq
 
-    def _pack_weights(self, weights):
-        if self._wlayout_flat is None:
-            raise ValueError("update_policy_weights_: the workers' policy has no weights to update")
-        return self._scheme.pack(weights, self._wlayout_flat)
-
     def _send_request(self, idx: int, payload, version: int, prefetch: bool) -> None:
         self._command(idx, ("collect", version, payload is not None, prefetch))
         work = self._pg.send([payload], idx + 1, TAG_WEIGHTS) if payload is not None else None
         self._receivers[idx].tasks.put((work,))
 
-    def _receive(self, idx: int, kind: str, payload):
+    def _receive_event(self, idx: int, kind: str, payload):
         if kind == "batch":
             return payload
         if kind == "failed":
@@ -156,14 +146,14 @@ class DistributedCollector(RemoteCollector):
         return self._raise_reported(idx, detail=f"{type(payload).__name__}: {str(payload).splitlines()[0] if str(payload) else ''}")
 
     def _raise_reported(self, idx: int, detail: str | None = None):
-        raise self._error(idx, "failed" if detail else "raised", detail=detail)
+        raise self._worker_error(idx, "failed" if detail else "raised", detail=detail)
 
     def _call(self, idx: int, method: str, args: tuple):
         seq = self._command(idx, ("call", method, args))
         key = f"res/{idx}/{seq}"
         value = self._await(idx, key, self.worker_timeout, f"did not answer {method}()")
         if value is DEAD:
-            raise self._fail(self._error(idx, "died", exitcode=self._watch.dead.get(idx)))
+            raise self._worker_error(idx, "died", exitcode=self._watch.dead.get(idx))
         status, value = pickle.loads(value)
         self._store.delete_key(key)
         if status == "error":

@@ -13,9 +13,12 @@ import gc
 import time
 import weakref
 
+from torch.distributed import PrefixStore
+
 from reap_rpc._driver import RemoteCollector, RemoteCollectorError
 from reap_rpc._rendezvous import (
     DRIVER_NAME,
+    connect_store,
     init_rpc_agent,
     rpc_agent_running,
     wait_keys,
@@ -65,13 +68,8 @@ class RPCCollector(RemoteCollector):
     """
 
     _transport = "rpc"
-    _combine_dim = 0  # sync: the workers' batches concatenated (TorchRL's RPCCollector layout)
-
-    def _check_schemes(self, schemes, owner) -> None:
-        scheme = schemes.get("policy") if isinstance(schemes, dict) else None
-        if not isinstance(schemes, dict) or set(schemes) - {"policy"} or not (
-                scheme == "rpc" or isinstance(scheme, RPCWeightSyncScheme)):
-            raise ValueError(f"{owner}: weight_sync_schemes must be {{'policy': RPCWeightSyncScheme()}}, got {schemes!r}")
+    _cat_results = 0  # sync: the workers' batches concatenated (TorchRL's RPCCollector layout)
+    _scheme_class = RPCWeightSyncScheme
 
     def _start(self, tcp_port) -> None:
         global _ACTIVE
@@ -86,12 +84,12 @@ class RPCCollector(RemoteCollector):
         super()._start(tcp_port)
 
     def _start_transport(self) -> None:
-        init_rpc_agent(self._store, DRIVER_NAME, 0, self.num_collectors + 1, local=self._local,
+        # the agent keeps the store it is given after rpc.shutdown(): give it a client of the
+        # driver's store, so that the store's listening socket closes with the collector
+        store = PrefixStore(f"reap/{self._key}", connect_store(self._host, self.tcp_port, self.start_timeout))
+        init_rpc_agent(store, DRIVER_NAME, 0, self.num_collectors + 1, local=self._local,
                        timeout=self.start_timeout, key=self._key, options=self.tensorpipe_options)
         self._agent = True
-
-    def _pack_weights(self, weights):
-        return RPCWeightSyncScheme.pack(weights)
 
     def _send_request(self, idx: int, payload, version: int, prefetch: bool) -> None:
         from torch.distributed import rpc
@@ -101,7 +99,7 @@ class RPCCollector(RemoteCollector):
         events = self._events  # not self: a pending call must not keep a dropped collector alive
         fut.add_done_callback(lambda f, i=idx: events.put((i, "rpc", f)))
 
-    def _receive(self, idx: int, kind: str, payload):
+    def _receive_event(self, idx: int, kind: str, payload):
         try:
             return payload.wait()
         except Exception as exc:
@@ -114,7 +112,7 @@ class RPCCollector(RemoteCollector):
             text, _, tb = message[message.index(marker):].partition("\n")
             return RemoteCollectorError(f"{self._owner}: worker {idx} (rank {idx + 1}) raised: {text}\n\n"
                                         f"worker {idx} traceback:\n{tb}", worker_idx=idx, remote_traceback=tb)
-        return self._error(idx, "failed", detail=f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}")
+        return self._worker_error(idx, "failed", detail=f"{type(exc).__name__}: {message.splitlines()[0] if message else ''}")
 
     def _call(self, idx: int, method: str, args: tuple):
         from torch.distributed import rpc
@@ -122,7 +120,7 @@ class RPCCollector(RemoteCollector):
         try:
             return rpc.rpc_sync(worker_name(idx), _rpc_call, args=(method, args), timeout=self.worker_timeout)
         except Exception as exc:
-            raise self._fail(self._rpc_error(idx, exc)) from None
+            raise self._rpc_error(idx, exc) from None
 
     def _stop_transport(self, grace: float) -> None:
         # The calls in flight get their answers first (at most ``grace`` s; a failed collector

@@ -22,12 +22,13 @@ Examples:
 
 from __future__ import annotations
 
-from reap.weight_update import WeightUpdaterBase, as_weights
+from reap.weight_update import WeightSyncScheme, WeightUpdaterBase, as_weights
 from reap_rpc._flat import FlatLayout
 
 
-class RPCWeightSyncScheme:
-    """The ``"rpc"`` scheme: weights as a CPU TensorDict argument of the next collect call.
+class RPCWeightSyncScheme(WeightSyncScheme):
+    """The ``"rpc"`` scheme: weights as a CPU TensorDict argument of the next collect call
+    (``pack``: reap-core's detached copy).
 
     Examples:
         >>> from reap.plugins import get_weight_sync_scheme
@@ -40,17 +41,12 @@ class RPCWeightSyncScheme:
     def __init__(self, **options):
         if options:
             raise TypeError(f"RPCWeightSyncScheme: unexpected options {sorted(options)}")
-
-    @staticmethod
-    def pack(weights):
-        return as_weights(weights).detach().cpu().clone()
-
-    def __repr__(self) -> str:
-        return "RPCWeightSyncScheme()"
+        super().__init__()
 
 
-class DistributedWeightSyncScheme:
-    """The ``"distributed"`` scheme: weights as one gloo message laid out as the worker's policy.
+class DistributedWeightSyncScheme(WeightSyncScheme):
+    """The ``"distributed"`` scheme: weights as one gloo message laid out as the worker's policy
+    (``layout``, which the collector sets from the workers' policy).
 
     Examples:
         >>> from reap.plugins import get_weight_sync_scheme
@@ -59,23 +55,24 @@ class DistributedWeightSyncScheme:
     """
 
     name = "distributed"
+    layout: FlatLayout | None = None
 
     def __init__(self, **options):
         if options:
             raise TypeError(f"DistributedWeightSyncScheme: unexpected options {sorted(options)}")
+        super().__init__()
 
     @staticmethod
     def layout_of(weights) -> FlatLayout:
         return FlatLayout.of(as_weights(weights))
 
-    @staticmethod
-    def pack(weights, layout: FlatLayout):
+    def pack(self, weights, layout: FlatLayout | None = None):
+        layout = self.layout if layout is None else layout
+        if layout is None:
+            raise ValueError("update_policy_weights_: the workers' policy has no weights to update")
         buf = layout.empty()
         layout.pack(as_weights(weights), buf)
         return buf
-
-    def __repr__(self) -> str:
-        return "DistributedWeightSyncScheme()"
 
 
 class RemoteWeightUpdater(WeightUpdaterBase):

@@ -44,11 +44,12 @@ from reap.envs.transforms import (
     VecNorm,
 )
 from reap.envs.utils import RandomPolicy, check_env_specs, exploration_type, step_mdp
+from reap.errors import WorkerError
 from reap.plugins import PluginNotInstalledError, hookimpl
 from reap.postprocs import MultiStep
 from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, Unbounded
 from reap.specs_torchrl import install as _install_torchrl_specs
-from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase
+from reap.weight_update import VanillaWeightUpdater, WeightSyncScheme, WeightUpdaterBase
 
 __version__ = "0.1.0"
 
@@ -97,7 +98,9 @@ __all__ = [
     "UnsqueezeTransform",
     "VanillaWeightUpdater",
     "VecNorm",
+    "WeightSyncScheme",
     "WeightUpdaterBase",
+    "WorkerError",
     "check_env_specs",
     "compile_with_warmup",
     "exploration_type",

@@ -3,8 +3,9 @@
 ``as_weights`` turns every form TorchRL's ``update_policy_weights_`` accepts (a module, a
 TensorDict, a state dict) into a TensorDict of tensors; ``match_weights`` checks them against
 the policy's (same keys, equal shapes, dtypes cast only when exact) and ``copy_weights`` writes
-them; ``VanillaWeightUpdater`` copies such weights into an in-process policy. Multi-process packages build their updaters on
-``WeightUpdaterBase``.
+them; ``VanillaWeightUpdater`` copies such weights into an in-process policy. Multi-worker packages build their updaters on
+``WeightUpdaterBase`` and their weight-sync schemes on :class:`WeightSyncScheme` (and, for weights
+pushed out of band, :class:`WeightReceiver`), found by :func:`resolve_weight_sync_scheme`.
 
 Examples:
     >>> import torch
@@ -238,6 +239,156 @@ class VanillaWeightUpdater(WeightUpdaterBase):
         if self.policy_weights is None:
             raise RuntimeError("VanillaWeightUpdater: no policy to update (pass policy_weights=)")
         copy_weights(self.policy_weights, as_weights(weights))
+
+
+def policy_weights(policy) -> TensorDictBase | None:
+    """The parameters and buffers of ``policy`` as a TensorDict sharing their storage; None when
+    ``policy`` is not a module or has none.
+
+    Examples:
+        >>> import torch
+        >>> policy_weights(torch.nn.Linear(2, 1))["weight"].shape, policy_weights(lambda td: td)
+        (torch.Size([1, 2]), None)
+    """
+    if isinstance(policy, torch.nn.Module):
+        weights = as_weights(policy)
+        return weights if not weights.is_empty() else None
+    return None
+
+
+def _update_policy(collector, payload) -> None:
+    collector.update_policy_weights_(payload)
+
+
+class WeightSyncScheme:
+    """How a multi-worker collector moves the trainer's weights into its workers' policies.
+
+    Workers load new weights only between two rollouts, and each batch records the version it
+    was collected with. A scheme either has its payload carried by each worker's next collect
+    request (``carried = True``: :meth:`pack` once per update, the worker loads it with
+    :meth:`applier`; Ray, RPC, threads), or writes the weights to the workers at once, out of
+    band (``carried = False``: :meth:`push`; each worker's :class:`WeightReceiver`, from
+    :meth:`worker_state`, loads them when its next rollout starts; reap-collectors-mp's shared
+    memory). A backend registers its schemes through ``reap_register_weight_sync_schemes`` and
+    finds the one a user asked for with :func:`resolve_weight_sync_scheme`.
+
+    Examples:
+        >>> import torch
+        >>> scheme = WeightSyncScheme()
+        >>> payload = scheme.pack(torch.nn.Linear(2, 1))   # a detached copy, taken once per update
+        >>> sorted(payload.keys())
+        ['bias', 'weight']
+    """
+
+    name = "base"
+    carried = True
+
+    def __init__(self, **options):
+        self.options = options
+        self._buffers: dict[int, TensorDictBase | None] = {}
+
+    # ---- carried by each request -----------------------------------------------------------
+    def pack(self, weights):
+        """The weights (checked against the policy's layout) as a request carries them."""
+        return as_weights(weights).detach().to("cpu").clone()
+
+    @staticmethod
+    def applier(collector) -> Callable:
+        """In the worker: ``apply(collector, payload)`` loads a request's payload, between rollouts."""
+        return _update_policy
+
+    # ---- pushed out of band ----------------------------------------------------------------
+    def bind(self, num_workers: int, send: Callable[[int, tuple], None], **transport) -> None:
+        """Attach to a collector: ``send(idx, message)`` reaches worker ``idx``; ``transport``
+        holds what the backend offers (reap-collectors-mp: ``context``)."""
+        self._send = send
+
+    def worker_state(self, idx: int) -> WeightReceiver:
+        """What worker ``idx`` receives when it starts: its :class:`WeightReceiver`."""
+        return WeightReceiver()
+
+    def on_worker_ready(self, idx: int, buffer) -> None:
+        """Worker ``idx`` (re)started; ``buffer`` is what its receiver's ``attach`` returned."""
+        self._buffers[idx] = buffer
+
+    def has_weights(self, idx: int) -> bool:
+        return self._buffers.get(idx) is not None
+
+    def push(self, weights: TensorDictBase, worker_ids: list[int], version: int) -> None:
+        """Write ``weights`` to ``worker_ids`` now; each loads them before its next rollout."""
+        raise NotImplementedError(f"{type(self).__name__} carries weights with each request: use pack()")
+
+    def close(self) -> None:
+        self._buffers.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class WeightReceiver:
+    """A worker's side of an out-of-band scheme: its policy's weights and their version.
+
+    ``poll()`` (called by :class:`~reap.collectors.worker.CollectorWorker` before each rollout)
+    loads what arrived and returns the version the next rollout runs; ``apply(message)`` takes
+    weights that came as a message of the worker's channel.
+
+    Examples:
+        >>> import torch
+        >>> receiver = WeightReceiver()
+        >>> receiver.attach(torch.nn.Linear(2, 1)) is None, receiver.poll()
+        (True, 0)
+    """
+
+    def __init__(self):
+        self.local: TensorDictBase | None = None
+        self.version = 0
+
+    def attach(self, policy):
+        """Hold ``policy``'s weights (``local``); return what the driver writes into (None)."""
+        self.local = policy_weights(policy)
+        return None
+
+    def poll(self) -> int:
+        return self.version
+
+    def apply(self, message) -> None:
+        """A ``("weights", arrays, version)`` message: copy the arrays into the policy."""
+        _, arrays, version = message
+        if self.local is not None:
+            copy_weights(self.local, as_weights({k: torch.from_numpy(v) for k, v in arrays.items()}))
+        self.version = version
+
+
+def resolve_weight_sync_scheme(value, owner: str, *, default: type, accepts: tuple[type, ...]) -> WeightSyncScheme:
+    """The scheme a collector uses for ``weight_sync_schemes=value``: ``default()`` for None, a
+    scheme instance, a registered name (``"shared_mem"``), or TorchRL's ``{"policy": ...}`` of
+    either; it must be one of ``accepts`` (what the backend can move), else an error naming them.
+
+    Examples:
+        >>> resolve_weight_sync_scheme({"policy": None}, "C", default=WeightSyncScheme,
+        ...                            accepts=(WeightSyncScheme,)).name
+        'base'
+        >>> resolve_weight_sync_scheme({"critic": None}, "C", default=WeightSyncScheme, accepts=(WeightSyncScheme,))
+        Traceback (most recent call last):
+        ...
+        ValueError: C: weight_sync_schemes has models ['critic']; only 'policy' is synchronised
+    """
+    from reap.plugins import get_weight_sync_scheme
+
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"policy"}
+        if unknown:
+            raise ValueError(f"{owner}: weight_sync_schemes has models {sorted(unknown)}; only 'policy' is synchronised")
+        value = value.get("policy")
+    if value is None:
+        return default()
+    if isinstance(value, str):
+        value = get_weight_sync_scheme(value).cls()
+    if not isinstance(value, accepts):
+        names = " or ".join(f"{cls.__name__}() ({cls.name!r})" for cls in accepts)
+        raise ValueError(f"{owner}: weight_sync_schemes must be {names}, alone or as {{'policy': scheme}}; "
+                         f"got {value!r}")
+    return value
 
 
 #: Names of other packages under TorchRL's path (``from reap.weight_update import SharedMemWeightSyncScheme``).

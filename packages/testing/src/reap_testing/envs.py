@@ -1,14 +1,42 @@
-"""Small deterministic environments for tests and benchmarks."""
+"""Small deterministic environments for tests and benchmarks.
+
+They live in an installed package (not a test folder) so that workers started with ``spawn``
+or ``forkserver``, Ray actors and torch.distributed ranks import them by name.
+
+* :class:`CountingEnv`: a custom env written the TorchRL way (``_reset``/``_step``).
+* :class:`BusyEnv`: each step burns ``step_seconds`` of CPU (scaling benchmarks).
+* :class:`EchoEnv`: a deterministic, seedable env on reap's array API whose reward echoes the
+  action, so a batch reveals which policy (which weights) made it. Its observation is ``[steps
+  into the episode, a seeded random number]``. ``fail_at``, ``die_at`` and ``hang_at`` make it
+  raise, kill its own process (SIGKILL) or sleep (``hang_for`` s) at a given step; with
+  ``once_file`` only the first env to get there does (it creates the file), so a restarted
+  worker runs on.
+* :class:`BusyEchoEnv`: an EchoEnv whose step burns CPU per sub-env.
+* :class:`FaultyEnv`: an EchoEnv with a fault (:func:`~reap_testing.faults.inject_fault`) in
+  one chosen place. :func:`env_fn`: a picklable ``EchoEnv`` constructor.
+
+Examples:
+    >>> from reap_testing import EchoEnv, constant_policy
+    >>> env = EchoEnv(batch=3, episode_len=4)
+    >>> rollout = env.rollout(4, constant_policy(2.0), break_when_any_done=False)
+    >>> rollout["next", "reward"][0, :, 0].tolist()
+    [2.0, 2.0, 2.0, 2.0]
+"""
 
 from __future__ import annotations
 
+import functools
+import os
+import signal
 import time
 
+import numpy as np
 import torch
 from tensordict import TensorDict
 
 from reap import EnvBase
 from reap.specs import Bounded, Composite, Unbounded
+from reap_testing.faults import FAULTS, inject_fault
 
 
 class CountingEnv(EnvBase):
@@ -71,3 +99,116 @@ class BusyEnv(EnvBase):
         nxt["terminated"][t] = False
         nxt["truncated"][t] = self.t >= self.episode_len
         nxt["done"][t] = self.t >= self.episode_len
+
+
+class EchoEnv(EnvBase):
+    """Deterministic test env whose reward is the action; see the module docstring."""
+
+    def __init__(self, batch: int | None = None, *, episode_len: int = 5, fail_at: int | None = None,
+                 die_at: int | None = None, hang_at: int | None = None, hang_for: float = 3600.0,
+                 once_file: str | None = None):
+        shape = () if batch is None else (batch,)
+        super().__init__(batch_size=shape)
+        self.observation_spec = Composite(observation=Unbounded(shape=(*shape, 2)), shape=shape)
+        self.action_spec = Unbounded(shape=(*shape, 1))
+        self.episode_len = episode_len
+        self.fail_at, self.die_at, self.hang_at = fail_at, die_at, hang_at
+        self.hang_for, self.once_file = hang_for, once_file
+        self.steps = 0
+        self._rng = np.random.default_rng(0)
+        self._count = np.zeros(shape, dtype=np.int64)
+
+    def _set_seed(self, seed):
+        self._rng = np.random.default_rng(seed)
+
+    def _reset_into(self, root, t, mask):
+        obs = root["observation"][t]
+        if mask is None or not self.batch_size:
+            self._count[...] = 0
+            obs[..., 0] = 0
+            obs[..., 1] = self._rng.random(self.batch_size)
+        else:
+            self._count[mask] = 0
+            obs[mask, 0] = 0
+            obs[mask, 1] = self._rng.random(int(mask.sum()))
+
+    def _step_into(self, action, t, root, nxt):
+        self.steps += 1
+        if self.steps in (self.fail_at, self.die_at, self.hang_at) and self._first_here():
+            if self.steps == self.fail_at:
+                raise ValueError(f"EchoEnv exploded at step {self.steps}")
+            if self.steps == self.die_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(self.hang_for)
+        self._count += 1
+        obs = nxt["observation"][t]
+        obs[..., 0] = self._count
+        obs[..., 1] = self._rng.random(self.batch_size)
+        nxt["reward"][t] = action
+        done = (self._count >= self.episode_len)[..., None]
+        nxt["done"][t] = done
+        nxt["terminated"][t] = done
+        nxt["truncated"][t] = False
+
+
+    def _first_here(self) -> bool:
+        """True unless ``once_file`` exists already (else it is created: the next env runs on)."""
+        if self.once_file is None:
+            return True
+        try:
+            with open(self.once_file, "x"):
+                return True
+        except FileExistsError:
+            return False
+
+
+class BusyEchoEnv(EchoEnv):
+    """An EchoEnv whose step burns ``step_cost`` seconds of CPU time per sub-env."""
+
+    def __init__(self, batch: int | None = None, *, step_cost: float = 1e-3, episode_len: int = 200):
+        super().__init__(batch, episode_len=episode_len)
+        self.step_cost = step_cost
+
+    def _step_into(self, action, t, root, nxt):
+        end = time.thread_time() + self.step_cost * max(1, self.numel)
+        while time.thread_time() < end:
+            pass
+        super()._step_into(action, t, root, nxt)
+
+
+class FaultyEnv(EchoEnv):
+    """An EchoEnv with a fault (:func:`~reap_testing.faults.inject_fault` ``how``) in one place.
+
+    ``where``: ``"init"`` (the constructor, so the worker fails while starting), ``"step"`` (its
+    ``at``-th step), ``"seed"`` (``set_seed``) or ``"state_dict"``.
+    """
+
+    PLACES = ("init", "step", "seed", "state_dict")
+
+    def __init__(self, batch: int | None = None, *, where: str, how: str, at: int = 1, episode_len: int = 5):
+        if where not in self.PLACES or how not in (*FAULTS, "eof"):
+            raise ValueError(f"FaultyEnv: where must be one of {self.PLACES} and how one of {FAULTS}")
+        super().__init__(batch, episode_len=episode_len)
+        self.where, self.how, self.at = where, how, at
+        if where == "init":
+            inject_fault(how, "the env constructor")
+
+    def _step_into(self, action, t, root, nxt):
+        if self.where == "step" and self.steps + 1 == self.at:
+            inject_fault(self.how, f"env step {self.at}")
+        super()._step_into(action, t, root, nxt)
+
+    def _set_seed(self, seed):
+        if self.where == "seed":
+            inject_fault(self.how, "env set_seed")
+        super()._set_seed(seed)
+
+    def state_dict(self) -> dict:
+        if self.where == "state_dict":
+            inject_fault(self.how, "env state_dict")
+        return super().state_dict()
+
+
+def env_fn(**kwargs):
+    """A picklable constructor of ``EchoEnv(**kwargs)``."""
+    return functools.partial(EchoEnv, **kwargs)

@@ -1,8 +1,21 @@
-"""What a test needs to prove nothing outlived ``shutdown()``."""
+"""What a test needs to prove nothing outlived ``shutdown()``: processes, shared-memory
+segments and listening sockets.
+
+Examples:
+    >>> import socket
+    >>> from reap_testing.leaks import listening_addresses
+    >>> s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    >>> ("127.0.0.1", s.getsockname()[1]) in listening_addresses([os.getpid()])
+    True
+    >>> s.close()
+"""
 
 from __future__ import annotations
 
+import gc
 import os
+import socket
+import struct
 import time
 from pathlib import Path
 
@@ -36,6 +49,52 @@ def descendant_pids(pid: int | None = None) -> set[int]:
     return out
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def worker_pids(pid: int | None = None) -> set[int]:
+    """Live descendants of ``pid`` (default: this process) but two helpers of multiprocessing:
+    its resource tracker, and its forkserver (a direct child, kept while a collector uses it, and
+    by the tests for their whole session; the workers forked from it are its children and do count)."""
+    root = os.getpid() if pid is None else pid
+    out, todo, helpers = set(), [root], set()
+    while todo:
+        parent = todo.pop()
+        children = child_pids(parent)
+        out |= children
+        todo.extend(children)
+        if parent == root:
+            helpers = {c for c in children if b"multiprocessing.forkserver import main" in _cmdline(c)}
+    return {p for p in out - helpers if b"resource_tracker" not in _cmdline(p)}
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pids, timeout: float = 10.0) -> set[int]:
+    """Wait (at most ``timeout`` s) until none of ``pids`` is alive; returns those still alive."""
+    deadline = time.monotonic() + timeout
+    alive = {p for p in pids if pid_alive(p)}
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = {p for p in alive if pid_alive(p)}
+    return alive
+
+
 def group_pids(pgid: int) -> set[int]:
     """Live processes in process group ``pgid``: for a command started with
     ``start_new_session=True``, it and whatever it started, even once orphaned."""
@@ -64,7 +123,9 @@ def children_but_tracker(pid: int | None = None) -> set[int]:
 
 
 def shm_segments() -> set[str]:
-    """Names of the shared-memory segments in /dev/shm (torch's and multiprocessing's)."""
+    """Names of the shared-memory segments in /dev/shm (torch's and multiprocessing's), after a
+    garbage collection (which frees the segments of dropped tensors)."""
+    gc.collect()
     shm = Path("/dev/shm")
     return {p.name for p in shm.iterdir()} if shm.is_dir() else set()
 
@@ -104,3 +165,45 @@ def shm_left_by_us(names) -> set[str]:
     foreign = [pid for pid, _, _ in _live_processes() if pid not in ours]
     return set(names) - shm_mapped_by(foreign)
 
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    try:
+        entries = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return inodes
+    for fd in entries:
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def _address(hex_addr: str, v6: bool) -> str:
+    raw = bytes.fromhex(hex_addr)
+    if not v6:
+        return socket.inet_ntop(socket.AF_INET, struct.pack("<I", struct.unpack(">I", raw)[0]))
+    words = struct.unpack(">4I", raw)
+    return socket.inet_ntop(socket.AF_INET6, struct.pack("<4I", *words))
+
+
+def listening_addresses(pids) -> set[tuple[str, int]]:
+    """``(address, port)`` of every TCP socket in LISTEN state held by one of ``pids``."""
+    inodes = set().union(*(_socket_inodes(p) for p in pids)) if pids else set()
+    found = set()
+    for name, v6 in (("tcp", False), ("tcp6", True)):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:
+                addr, port = local.split(":")
+                found.add((_address(addr, v6), int(port, 16)))
+    return found

@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -313,11 +314,66 @@ def checked_cat_results(cat_results, owner: str, *, sync_name: str | None = None
     return cat_results
 
 
+#: What every multi-worker backend takes, with the same defaults: seconds a worker that owes a
+#: batch (or an answer) may go without delivering one; seconds to start a worker; restarts per
+#: worker with ``on_worker_failure="restart"``.
+WORKER_TIMEOUT = 120.0
+START_TIMEOUT = 120.0
+MAX_RESTARTS = 3
+FAILURE_MODES = ("raise", "restart")
+
+
+def checked_seconds(value, name: str, owner: str) -> float:
+    """A positive number of seconds, as a float.
+
+    Examples:
+        >>> checked_seconds(2, "start_timeout", "C")
+        2.0
+        >>> checked_seconds(0, "worker_timeout", "C")
+        Traceback (most recent call last):
+        ...
+        ValueError: C: worker_timeout must be a positive number of seconds, got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{owner}: {name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
 def checked_worker_timeout(worker_timeout, owner: str) -> float:
     """``worker_timeout`` (seconds a worker may take to answer) as a positive float."""
-    if isinstance(worker_timeout, bool) or not isinstance(worker_timeout, (int, float)) or worker_timeout <= 0:
-        raise ValueError(f"{owner}: worker_timeout must be a positive number of seconds, got {worker_timeout!r}")
-    return float(worker_timeout)
+    return checked_seconds(worker_timeout, "worker_timeout", owner)
+
+
+def checked_failure_options(on_worker_failure, max_restarts, owner: str) -> None:
+    """``on_worker_failure`` (``"raise"`` or ``"restart"``) and ``max_restarts`` (>= 0).
+
+    Examples:
+        >>> checked_failure_options("retry", 3, "C")
+        Traceback (most recent call last):
+        ...
+        ValueError: C: on_worker_failure must be one of ('raise', 'restart'), got 'retry'
+    """
+    if on_worker_failure not in FAILURE_MODES:
+        raise ValueError(f"{owner}: on_worker_failure must be one of {FAILURE_MODES}, got {on_worker_failure!r}")
+    check_int(max_restarts, "max_restarts", owner, minimum=0, allow_none=False)
+
+
+def renamed(old: str, old_value, new: str, new_value, default, owner: str):
+    """The value of argument ``new``, taking ``old`` (its deprecated name) with a DeprecationWarning.
+
+    Examples:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     renamed("actor_timeout", 30, "worker_timeout", 120.0, 120.0, "C"), str(caught[0].message)
+        (30, 'C: actor_timeout is deprecated; pass worker_timeout=30')
+    """
+    if old_value is None:
+        return new_value
+    if new_value != default:
+        raise TypeError(f"{owner}: pass {new} or {old} (its deprecated name), not both")
+    warnings.warn(f"{owner}: {old} is deprecated; pass {new}={old_value!r}", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def check_postproc_and_buffer(postproc, replay_buffer, owner: str) -> None:
@@ -352,13 +408,19 @@ def checked_worker_ids(worker_ids, num_workers: int) -> list[int]:
 
 
 __all__ = [
+    "FAILURE_MODES",
+    "MAX_RESTARTS",
+    "START_TIMEOUT",
+    "WORKER_TIMEOUT",
     "check_collector_kwargs",
     "check_int",
     "check_postproc_and_buffer",
     "checked_cat_results",
     "checked_device",
     "checked_exploration_type",
+    "checked_failure_options",
     "checked_init_random_frames",
+    "checked_seconds",
     "checked_total_frames",
     "checked_worker_ids",
     "checked_worker_timeout",
@@ -366,4 +428,5 @@ __all__ = [
     "frames_per_worker",
     "per_worker",
     "policy_factories",
+    "renamed",
 ]

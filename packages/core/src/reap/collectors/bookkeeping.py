@@ -56,6 +56,11 @@ class WorkerDeadlines:
         self._owed = [0] * num_workers
         self._since: list[float | None] = [None] * num_workers
 
+    def add_worker(self) -> None:
+        """One more worker, owing nothing."""
+        self._owed.append(0)
+        self._since.append(None)
+
     def asked(self, idx: int, count: int = 1) -> None:
         """Worker ``idx`` was asked for ``count`` more batches."""
         if self._owed[idx] == 0:

@@ -354,6 +354,14 @@ class Collector(BaseCollector):
             else:
                 yield batch
 
+    def _worker_batch(self) -> TensorDictBase:
+        """One batch for a multi-worker collector's worker: the iterator's batch without the
+        ``reap_batch_ready`` hook, which the driver fires once per batch it yields."""
+        if not self._started:
+            self._started = True
+            hook().reap_collector_start(collector=self, worker_idx=self.worker_idx)
+        return self._postprocess(self._collect())
+
     def rollout(self) -> TensorDictBase:
         """Collect one batch (no post-processing loop bookkeeping beyond frame counts)."""
         batch = self._postprocess(self._collect())

@@ -26,6 +26,8 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import traceback as _traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,6 +38,7 @@ import torch
 from tensordict import TensorDictBase
 
 from reap.plugins import hook
+from reap.weight_update import policy_weights
 
 VERSION_KEY = ("collector", "policy_version")
 WORKER_KEY = ("collector", "worker_id")
@@ -113,6 +116,50 @@ class CollectorWorker:
         self._iterator = None
         self._ahead: Future | None = None  # the rollout serve_collect started ahead
         self._thread: ThreadPoolExecutor | None = None
+        #: what ``receiver.attach`` returned (set by :meth:`build`): the driver writes weights there
+        self.weights_buffer = None
+
+    @classmethod
+    def build(cls, worker_idx: int, collector_class, kwargs: dict, *, traj_id_offset: int = 0,
+              plugin_options: dict | None = None, receiver=None, applier: Callable | None = None,
+              **options) -> CollectorWorker:
+        """Worker ``worker_idx`` running ``collector_class(**kwargs)``, as every backend starts one.
+
+        A reap ``Collector`` (or subclass) is told its ``worker_idx`` and numbers its trajectories
+        from ``traj_id_offset``; another collector's ids are shifted by it. ``receiver`` (an
+        out-of-band scheme's) is attached to the collector's policy; ``applier(collector)`` (a
+        carried scheme's ``applier``) gives how its payloads are loaded; ``plugin_options``
+        (``{name: options}``) are set before the first batch.
+
+        Examples:
+            >>> from reap import Collector, GymEnv
+            >>> worker = CollectorWorker.build(1, Collector, {"create_env_fn": GymEnv("CartPole-v1"),
+            ...                                "policy": None, "frames_per_batch": 4}, traj_id_offset=2**40)
+            >>> int(worker.collect()["collector", "traj_ids"][0]) == 2**40, worker.ready_info()["frames_per_batch"]
+            (True, 4)
+            >>> worker.close()
+        """
+        from reap.collectors.collector import Collector
+        from reap.collectors.trajectories import TrajIdCounter
+
+        kwargs = dict(kwargs)
+        if isinstance(collector_class, type) and issubclass(collector_class, Collector):
+            kwargs.setdefault("worker_idx", worker_idx)
+            kwargs.setdefault("traj_id_counter", TrajIdCounter(traj_id_offset))
+            traj_id_offset = 0
+        collector = collector_class(**kwargs)
+        try:
+            buffer = None if receiver is None else receiver.attach(collector.policy)
+            if applier is not None:
+                options["apply_weights"] = applier(collector)
+            worker = cls(worker_idx, collector, receiver=receiver, traj_id_offset=traj_id_offset, **options)
+            worker.weights_buffer = buffer
+            for name, value in (plugin_options or {}).items():  # also after a restart
+                worker.set_plugin_options(name, value)
+        except BaseException:
+            collector.shutdown()
+            raise
+        return worker
 
     # ---- weights -------------------------------------------------------------------------------
     def receive_weights(self, weights, version: int) -> None:
@@ -142,12 +189,17 @@ class CollectorWorker:
 
     # ---- collection ----------------------------------------------------------------------------
     def collect(self) -> TensorDictBase | None:
-        """Load pending weights, collect one batch through the collector's iterator (its
-        post-processing included) and tag it; ``None`` when the collector feeds a replay buffer."""
+        """Load pending weights, collect one batch (a reap ``Collector``'s own post-processing
+        included, its ``reap_batch_ready`` hook not: the driver fires it) and tag it; ``None``
+        when the collector feeds a replay buffer."""
         version = self._load_pending()
-        if self._iterator is None:
-            self._iterator = iter(self.collector)
-        batch = next(self._iterator)
+        worker_batch = getattr(self.collector, "_worker_batch", None)
+        if worker_batch is not None:
+            batch = worker_batch()
+        else:
+            if self._iterator is None:
+                self._iterator = iter(self.collector)
+            batch = next(self._iterator)
         self.batches_since_update += 1
         if batch is not None:
             batch.set(VERSION_KEY, torch.full(batch.batch_size, version, dtype=torch.int64))
@@ -225,12 +277,27 @@ class CollectorWorker:
             self._ahead = None
 
     # ---- control -------------------------------------------------------------------------------
+    def ready_info(self) -> dict:
+        """What the driver learns when the worker is ready: its process, its batch size
+        (``frames_per_batch``), its policy's weights on the ``meta`` device (``weights``: their
+        layout, which pushes are checked against; None without parameters) and what its weight
+        receiver exposes to the driver (``weights_buffer``)."""
+        weights = policy_weights(getattr(self.collector, "policy", None))
+        return {"pid": os.getpid(), "host": socket.gethostname(),
+                "frames_per_batch": getattr(self.collector, "frames_per_batch", None),
+                "weights": None if weights is None else weights.to("meta"), "weights_buffer": self.weights_buffer}
+
     def set_seed(self, seed: int, static_seed: bool = False):
         """``torch.manual_seed(seed)`` (the policy's sampling), then the collector's ``set_seed``;
         a rollout started ahead is dropped (it predates the seed)."""
         self.settle(drop=True)
         torch.manual_seed(seed)
         return self.collector.set_seed(seed, static_seed=static_seed)
+
+    def reset(self, index=None) -> None:
+        """Reset the collector's envs (those at ``index``); a rollout started ahead is dropped."""
+        self.settle(drop=True)
+        self.collector.reset(index)
 
     def state_dict(self):
         self.settle()
