@@ -8,7 +8,18 @@ before the first test module is collected, rather than in that package's own con
 
 import os
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _child_processes_read_tensordict_s_environment():
+    """tensordict's own ``torch.stack`` can leave ``LAZY_LEGACY_OP=None`` in ``os.environ``, which
+    every Python started afterwards fails to read (reap.collectors.spawn explains); tests start
+    scripts and workers, so each starts without it, as a user's fresh process would."""
+    from reap.collectors.spawn import drop_unreadable_lazy_legacy  # after TRITON_INTERPRET is set
+
+    drop_unreadable_lazy_legacy()

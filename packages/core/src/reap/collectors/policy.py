@@ -98,6 +98,10 @@ class PolicyRunner:
             return params
         if len(obs_keys) == 1:
             return obs_keys
+        if len(params) == 1 and "observation" in obs_keys:
+            # a transform's own entries (RewardSum's episode_reward, StepCounter's step_count) sit in
+            # the observation spec beside the env's single observation: that one is the input
+            return ["observation"]
         raise ValueError(
             f"policy: cannot tell which of the observations {obs_keys} to pass to "
             f"{type(policy).__name__}; name its forward arguments after them or wrap it in a "

@@ -43,11 +43,24 @@ def prepare_reports() -> None:
     """Name this process's reports folder in ``REAP_START_REPORTS`` (once), for the workers it
     starts from now on. The folder is made only if a worker writes a report."""
     global _folder
+    drop_unreadable_lazy_legacy()
     if _folder is not None:
         return
     _folder = os.path.join(tempfile.gettempdir(), f"reap-start-reports-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     os.environ[REPORTS_ENV] = _folder  # a worker that starts workers of its own names its own
     atexit.register(shutil.rmtree, _folder, True)
+
+
+def drop_unreadable_lazy_legacy() -> None:
+    """Remove ``LAZY_LEGACY_OP=None`` from this process's environment before it starts workers.
+
+    tensordict's ``set_lazy_legacy`` context (which its own ``torch.stack`` enters for some
+    stacks) writes the mode it restores into ``os.environ`` as a string, ``"None"`` when none was
+    set; a process started afterwards reads it back and fails in its first ``torch.stack``
+    ("invalid truth value 'none'"). Unset is what ``"None"`` meant.
+    """
+    if os.environ.get("LAZY_LEGACY_OP") == "None":
+        del os.environ["LAZY_LEGACY_OP"]
 
 
 def check_main_guard(owner: str, method: str, hint: str = "") -> None:
@@ -83,4 +96,5 @@ def start_report(pid: int | None) -> str | None:
     return text
 
 
-__all__ = ["MAIN_GUARD_MESSAGE", "REPORTS_ENV", "check_main_guard", "prepare_reports", "start_report"]
+__all__ = [
+    "MAIN_GUARD_MESSAGE", "REPORTS_ENV", "check_main_guard", "drop_unreadable_lazy_legacy", "prepare_reports", "start_report"]
