@@ -8,7 +8,10 @@ measurement, at the end, and the slope of a least-squares line over the last two
 run (the first third is warm-up: allocator pools, Ray's object store, lazy imports). A slope
 near zero means memory levelled off; a steady positive slope is growth per batch or per push.
 
-    uv run python tools/soak.py [--backends mp,ray,rpc] [--minutes 15] [--every 5]
+    uv run python tools/soak.py [--backends mp,ray,rpc] [--minutes 15] [--every 5] [--tracemalloc]
+
+``--tracemalloc`` also lists the driver's Python allocation sites that grew most between the
+end of the warm-up and the end of the run (native growth, inside Ray or torch, does not show).
 
 Not part of the test suite (it runs for minutes per backend).
 """
@@ -20,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import torch
@@ -87,7 +91,7 @@ def slope_per_minute(times: list[float], values: list[float]) -> float:
     return 60 * sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values)) / var
 
 
-def soak(backend: str, minutes: float, every: float, frames_per_batch: int) -> list[tuple]:
+def soak(backend: str, minutes: float, every: float, frames_per_batch: int, trace: bool = False) -> list[tuple]:
     """Run one backend for ``minutes``; rows of (process, first MiB, last MiB, MiB/min, samples)."""
     policy = make_policy()
     collector = build(backend, policy, frames_per_batch)
@@ -99,6 +103,9 @@ def soak(backend: str, minutes: float, every: float, frames_per_batch: int) -> l
         start = time.monotonic()
         next_sample = start
         end = start + 60 * minutes
+        warm, warm_snapshot = start + 20 * minutes, None
+        if trace:
+            tracemalloc.start(8)
         for _ in collector:
             batches += 1
             with torch.no_grad():
@@ -112,8 +119,18 @@ def soak(backend: str, minutes: float, every: float, frames_per_batch: int) -> l
                     if mb is not None:
                         samples.setdefault(name, []).append((now - start, mb))
                 next_sample += every
+            if trace and warm_snapshot is None and now >= warm:
+                warm_snapshot = tracemalloc.take_snapshot()
             if now >= end:
                 break
+        if trace and warm_snapshot is not None:
+            growth = tracemalloc.take_snapshot().compare_to(warm_snapshot, "traceback")
+            tracemalloc.stop()
+            print(f"{backend}: driver allocation sites that grew most after the warm-up:")
+            for stat in growth[:8]:
+                print(f"  {stat.size_diff / 2**10:+.1f} KiB in {stat.count_diff:+d} blocks")
+                for line in stat.traceback.format()[-4:]:
+                    print(f"    {line}")
     finally:
         collector.shutdown()
     rows = []
@@ -131,10 +148,11 @@ def main(argv=None) -> None:
     parser.add_argument("--minutes", type=float, default=15.0, help="soak time per backend")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between RSS samples")
     parser.add_argument("--fpb", type=int, default=256, help="frames per batch (all workers)")
+    parser.add_argument("--tracemalloc", action="store_true", help="list the driver's growing allocation sites")
     args = parser.parse_args(argv)
     table = []
     for backend in args.backends.split(","):
-        for row in soak(backend.strip(), args.minutes, args.every, args.fpb):
+        for row in soak(backend.strip(), args.minutes, args.every, args.fpb, args.tracemalloc):
             table.append((backend.strip(), *row))
     print()
     print("| backend | process | RSS first (MiB) | RSS last (MiB) | slope, last 2/3 (MiB/min) | samples |")
