@@ -41,7 +41,7 @@ NOT_IN_REAP = {
     "reap.collectors": ["AsyncBatchedCollector", "Evaluator", "RemoteModuleWeightUpdater"],
     "reap.collectors.distributed": ["DEFAULT_SLURM_CONF", "RayEvalWorker", "submitit_delayed_launcher"],
     # multi-agent groups: reap's specs have flat keys, no agent groups
-    "reap.envs.utils": ["MarlGroupMapType", "check_marl_grouping", "make_composite_from_td"],
+    "reap.envs.utils": ["MarlGroupMapType", "check_marl_grouping"],
     "reap.data.replay_buffers.writers": ["ImmutableDatasetWriter", "WriterEnsemble"],
     "reap.data.replay_buffers.storages": ["CompressedListStorage", "LazyStackStorage", "StorageEnsemble",
                                           "StoreStorage"],
