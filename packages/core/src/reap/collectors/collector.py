@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
-from tensordict.nn import InteractionType, set_interaction_type
+from tensordict.nn import InteractionType
 
 from reap.collectors.arguments import (
     check_collector_kwargs,
@@ -40,6 +40,7 @@ from reap.collectors.arguments import (
     checked_init_random_frames,
 )
 from reap.collectors.base import BaseCollector
+from reap.collectors.interaction import rollout_interaction
 from reap.collectors.policy import PolicyRunner, check_action
 from reap.collectors.trajectories import TrajIdCounter, mark_truncated, split_trajectories
 from reap.envs.base import EnvBase, is_hidden
@@ -213,7 +214,7 @@ class Collector(BaseCollector):
         self._next_torch = dict(next_td.items())
         env._reset_into(root, 0, None)
         probe_in = TensorDict({k: self._root_torch[k][0] for k in env.state_keys}, batch_size=env.batch_size)
-        with torch.no_grad(), set_interaction_type(self.exploration_type):
+        with torch.no_grad(), rollout_interaction(self.exploration_type):
             outputs = self._runner.probe(probe_in)
         check_action(outputs[env.action_key], env)
         self._policy_keys = [k for k in outputs if k != env.action_key]
@@ -329,7 +330,7 @@ class Collector(BaseCollector):
     def _collect(self, dest: TensorDictBase | None = None) -> TensorDictBase:
         self._check_open()
         hook().reap_rollout_start(collector=self, worker_idx=self.worker_idx)
-        with torch.no_grad(), set_interaction_type(self.exploration_type):
+        with torch.no_grad(), rollout_interaction(self.exploration_type):
             self._rollout()
         self._started_batches += 1
         hook().reap_rollout_end(collector=self, worker_idx=self.worker_idx, frames=self.frames_per_batch)
