@@ -88,7 +88,7 @@ def test_readme_example_runs_as_a_file(readme, index, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("readme, error", [
-    ("README.md", r"reap_mp\._procs\.WorkerError: collector worker \d exited with code 1 and (closed its pipe|sent no "
+    ("README.md", r"reap\.errors\.WorkerError: collector worker \d exited with code 1 and (closed its pipe|sent no "
                   r"reply) while starting\n\nMultiSyncCollector was constructed while a child process started with "
                   r"the 'spawn' start method was importing the main script"),
     ("packages/collectors-rpc/README.md", r"RemoteCollectorError: DistributedCollector: worker \d \(rank \d\) failed "

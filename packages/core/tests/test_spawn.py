@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 
+import tensordict._utils_options
 from tensordict import set_lazy_legacy
 
 from reap.collectors.spawn import prepare_reports
@@ -9,6 +10,7 @@ from reap.collectors.spawn import prepare_reports
 
 def test_workers_start_without_the_lazy_legacy_value_tensordict_leaves_behind(monkeypatch):
     monkeypatch.delenv("LAZY_LEGACY_OP", raising=False)
+    monkeypatch.setattr(tensordict._utils_options, "_LAZY_OP", None)  # as before anything set it (TorchRL does)
     with set_lazy_legacy(True):  # as tensordict's own torch.stack does for some stacks
         pass
     assert os.environ["LAZY_LEGACY_OP"] == "None"
