@@ -171,8 +171,9 @@ class BackendContract:
                     policy.module.weight.data.fill_(3.0)
                     collector.update_policy_weights_()  # the central policy, read now
             assert seen == {0, 1} and collector.frames == 40
-            # a worker's rollout started before the push may arrive after the other's next one
-            assert all(v == sorted(v) and v[-1] == 1 for v in versions.values()), versions
+            # a worker's rollout started before the push may arrive after the other's next one,
+            # and a slow worker may deliver none after it
+            assert all(v == sorted(v) for v in versions.values()) and 1 in versions[0] + versions[1], versions
 
     def test_restart_with_the_latest_weights_then_an_error_naming_the_worker(self):
         # worker 1 raises at its 6th step, in every life: in the second batch (it is replaced,
