@@ -157,13 +157,19 @@ def shm_mapped_by(pids) -> set[str]:
     return names
 
 
-def shm_left_by_us(names) -> set[str]:
-    """``names`` (e.g. the /dev/shm entries that appeared during a test) less those that
+def shm_left_by_us(names, timeout: float = 5.0) -> set[str]:
+    """``names`` (e.g. the /dev/shm entries that appeared during a test) less those gone or that
     processes outside this process's tree map: other programs' segments and semaphores, made on
-    a shared machine meanwhile. What is left was made here and outlived its users."""
-    ours = descendant_pids() | {os.getpid()}
-    foreign = [pid for pid, _, _ in _live_processes() if pid not in ours]
-    return set(names) - shm_mapped_by(foreign)
+    a shared machine meanwhile (another test process, say). What is still there after
+    ``timeout`` seconds was made here and outlived its users."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ours = descendant_pids() | {os.getpid()}
+        foreign = [pid for pid, _, _ in _live_processes() if pid not in ours]
+        left = (set(names) & shm_segments()) - shm_mapped_by(foreign)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)  # another process's semaphore between sem_open's link and its mapping
 
 
 
