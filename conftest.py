@@ -23,3 +23,18 @@ def _child_processes_read_tensordict_s_environment():
     from reap.collectors.spawn import drop_unreadable_lazy_legacy  # after TRITON_INTERPRET is set
 
     drop_unreadable_lazy_legacy()
+
+
+_ONE_TEST_PROCESS = {"packages/collectors-ray/tests": "ray"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Schedule a file at a time on a test process (``--dist loadgroup``), and every file of reap-ray
+    on the same one: its modules share one local Ray there, and two Rays starting beside the
+    suite's other processes on two cores left an actor unready after 120 s in CI."""
+    root = config.rootpath
+    for item in items:
+        file = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
+        group = next((name for folder, name in _ONE_TEST_PROCESS.items() if file.startswith(folder + "/")), file)
+        item.add_marker(pytest.mark.xdist_group(group))
