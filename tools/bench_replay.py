@@ -18,6 +18,12 @@ segment-tree sources (``torchrl/csrc/segment_tree.h``) against it, once, into a 
 and plugs them in, so the comparison is against TorchRL's real C++ tree. If that is impossible
 it says so and prints TorchRL's prioritized column as unavailable.
 
+``--device cuda`` runs the GPU table instead: the whole buffer on the GPU (storage, priority tree)
+against reap on the CPU and TorchRL with the same CUDA storage; extend 10,000 rows, uniform
+sample 256, slice sample 256, prioritized sample+update 256 at 1M full, and the tree alone on
+each of its paths. Every timed loop ends with a device sync, so a figure is the time per call of
+a long run of calls, launches and kernels included.
+
 Timings are medians over rounds, reap's and TorchRL's rounds taking turns. The ratio is the
 median over rounds of TorchRL's time / reap's time in the same round (>1: reap is faster): this
 machine's speed drifts between rounds, and a round's two timings share its drift.
@@ -69,10 +75,13 @@ def make_batch(n: int) -> TensorDict:
 
 
 def per_call_us(fn, iters: int) -> float:
-    """Mean time of ``iters`` calls of ``fn``, in microseconds."""
+    """Mean time of ``iters`` calls of ``fn``, in microseconds (what a GPU still runs included)."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
     start = time.perf_counter()
     for _ in range(iters):
         fn()
+    sync()
     return (time.perf_counter() - start) / iters * 1e6
 
 
@@ -198,9 +207,111 @@ def bench_tree_paths(iters: int, rounds: int) -> dict[str, float]:
     return {name: statistics.median(t) for name, t in zip(steps, times)}
 
 
+def filled_buffer(lib: str, kind: str, device: str):
+    """A full 1M buffer of ``lib`` (``"reap"`` or ``"torchrl"``) on ``device``: ``kind`` is
+    ``"uniform"``, ``"slice"`` (trajectories of 100 steps, slices of 8) or ``"prioritized"``."""
+    mod = __import__("reap_replay" if lib == "reap" else "torchrl.data", fromlist=["x"])
+    storage = mod.LazyTensorStorage(CAPACITY, device=device)
+    if kind == "prioritized":
+        rb = mod.TensorDictPrioritizedReplayBuffer(alpha=0.6, beta=0.4, storage=storage, batch_size=BATCH)
+    elif kind == "slice":
+        rb = mod.TensorDictReplayBuffer(storage=storage, batch_size=BATCH,
+                                        sampler=mod.SliceSampler(slice_len=8, traj_key="traj"))
+    else:
+        rb = mod.TensorDictReplayBuffer(storage=storage, batch_size=BATCH)
+    rows = min(100_000, CAPACITY // 10)
+    chunk = make_batch(rows)
+    chunk["traj"] = torch.arange(rows) // 100
+    for _ in range(CAPACITY // rows):
+        chunk["traj"] += 1000
+        rb.extend(chunk.to(device))
+    if kind == "prioritized":
+        rb.update_priority(torch.arange(CAPACITY, device=device), torch.rand(CAPACITY, device=device) * 10)
+    return rb
+
+
+def device_cases(lib: str, device: str) -> dict:
+    """``{operation: fn}`` of the GPU table for one library with its storage on ``device``."""
+    out = {}
+    rows = make_batch(EXTEND_ROWS * 10)
+    rows["traj"] = torch.zeros(EXTEND_ROWS * 10, dtype=torch.int64)
+    rows = rows.to(device)
+    uniform = filled_buffer(lib, "uniform", device)
+    out["extend 10,000, full"] = lambda: uniform.extend(rows)
+    out["uniform sample 256"] = uniform.sample
+    out["slice sample 256 (32 x 8)"] = filled_buffer(lib, "slice", device).sample
+    if lib == "torchrl":
+        import torchrl.data.replay_buffers.samplers.prioritized as prio
+
+        if prio.SumSegmentTreeFp32 is None:
+            print(f"TorchRL prioritized on {device}: unavailable (its C++ segment tree does not load against "
+                  f"torch {torch.__version__}; not rebuilt here)")
+            return out
+    prb = filled_buffer(lib, "prioritized", device)
+    new = [torch.rand(BATCH, device=device) for _ in range(8)]
+    k = iter(range(1 << 60))
+
+    def prioritized():
+        sample, info = prb.sample(return_info=True)
+        prb.update_priority(info["index"], new[next(k) % 8])
+
+    out["prioritized 256, 1M full"] = prioritized
+    return out
+
+
+def device_tree_paths(device: str, iters: int, rounds: int) -> dict[str, float]:
+    """reap's PriorityTree alone, sample+update 256 at 1M full, on each path that runs on ``device``
+    (and NumPy on the CPU for reference)."""
+    from reap_replay import PriorityTree
+
+    steps = {}
+    for name, dev, backend in ((f"triton kernels ({device})", device, "triton"), (f"torch ops ({device})", device, "torch"),
+                               ("NumPy views (cpu)", "cpu", "numpy")):
+        tree = PriorityTree(CAPACITY, device=dev, backend=backend)
+        tree.update(torch.arange(CAPACITY, device=dev), torch.rand(CAPACITY, device=dev) * 10)
+        gen = torch.Generator().manual_seed(0)
+        values = [torch.rand(BATCH, device=dev) for _ in range(8)]
+        k = iter(range(1 << 60))
+
+        def step(tree=tree, gen=gen, values=values, k=k, dev=dev):
+            uniform = torch.rand(BATCH, generator=gen, dtype=torch.float64, pin_memory=dev != "cpu")
+            index, _ = tree.sample_with_weights(uniform.to(dev, non_blocking=True), 0.4)
+            tree.update(index, values[next(k) % 8])
+
+        steps[f"{name} [{tree.backend}]"] = step
+    times = timeit(list(steps.values()), iters, rounds)
+    return {name: statistics.median(t) for name, t in zip(steps, times)}
+
+
+def main_device(device: str, iters: int, rounds: int) -> None:
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
+    print(f"\n{name}, torch {torch.__version__}, capacity {CAPACITY:,}, batch {BATCH}")
+    libs = {"reap": device_cases("reap", device), "reap on the CPU": device_cases("reap", "cpu")}
+    try:
+        import torchrl  # noqa: F401
+
+        libs["TorchRL"] = device_cases("torchrl", device)
+    except ImportError as err:
+        print(f"TorchRL: not installed ({err})")
+    heads = list(libs)
+    print(f"{'operation':<30}" + "".join(f"{h + ' (us)':>22}" for h in heads) + f"{'vs reap CPU':>13}{'vs TorchRL':>12}")
+    for op in libs["reap"]:
+        fns = [libs[h][op] for h in heads if op in libs[h]]
+        times = timeit(fns, iters, rounds)
+        got = dict(zip([h for h in heads if op in libs[h]], times))
+        cells = "".join(f"{statistics.median(got[h]):>22.1f}" if h in got else f"{'n/a':>22}" for h in heads)
+        ratios = [f"{statistics.median(t / m for m, t in zip(got['reap'], got[h])):.2f}x" if h in got else "n/a"
+                  for h in ("reap on the CPU", "TorchRL")]
+        print(f"{op:<30}{cells}{ratios[0]:>13}{ratios[1]:>12}")
+    print("\nreap's PriorityTree alone, sample+update 256 at 1M full:")
+    for label, us in device_tree_paths(device, iters, rounds).items():
+        print(f"  {label:<40}{us:>10.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--device", default="cpu", help="cuda: the GPU table (whole buffer on the GPU)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     add_json_option(parser)
     args = parser.parse_args()
@@ -216,6 +327,11 @@ def main() -> None:
     import logging
 
     logging.getLogger("torchrl").setLevel(logging.WARNING)
+    if args.device != "cpu":
+        if args.device.startswith("cuda") and not torch.cuda.is_available():
+            sys.exit(f"--device {args.device}: CUDA is not available here")
+        main_device(args.device, iters, rounds)
+        return
     reap, trl = cases("reap"), cases("torchrl")
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, capacity {CAPACITY:,}")
     print(f"{'operation':<32}{'reap (us)':>12}{'TorchRL (us)':>14}{'ratio':>9}")

@@ -21,8 +21,12 @@ same tensors. A batch is some twenty such small ops, and a NumPy call costs a fr
 op's dispatch, so this is most of the time saved. The state stays in the torch tensors, so
 devices, ``state_dict`` and checkpoints do not change. Every sum adds left to right on both
 paths, so the two agree to the bit; only the running sums inside the sampled blocks stay a torch
-op (NumPy has no fast running sum along a short axis). On CUDA every op is a torch op, with no
-host sync; ``use_numpy=False`` forces that path on the CPU too.
+op (NumPy has no fast running sum along a short axis).
+
+On CUDA the tree runs Triton kernels (:mod:`reap_replay.tree_kernels`): a sampled batch is one
+launch and no host sync, an update three launches and one sync (its input checks). Without
+Triton it runs every step as a torch op, saying so once. ``backend=`` picks a path by name
+(``"numpy"``, ``"torch"``, ``"triton"``); ``use_numpy=False`` is ``backend="torch"``.
 
 Examples:
     >>> import torch
@@ -46,6 +50,8 @@ __all__ = ["PriorityTree"]
 _NOTHING_TO_SAMPLE = "every value in the PriorityTree is zero: there is nothing to sample"
 
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+
+BACKENDS = ("numpy", "torch", "triton")
 
 
 def _next_pow2(n: int) -> int:
@@ -113,6 +119,21 @@ def _why_bad(value: float, limit: float, what: str) -> str:
     return f"overflows {what} (at most {limit:.4g})"
 
 
+def _triton_unavailable(device: torch.device) -> str | None:
+    """Why the Triton kernels cannot run on ``device`` (``None`` when they can)."""
+    import os
+
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        return "Triton kernels run on the CPU only under TRITON_INTERPRET=1 (tests)"
+    if device.type not in ("cpu", "cuda"):
+        return f"Triton kernels run on CUDA devices, not {device.type}"
+    try:
+        import reap_replay.tree_kernels  # noqa: F401
+    except ImportError as err:
+        return f"Triton is not importable ({err}); install it with `uv pip install triton`"
+    return None
+
+
 def _as_numpy(x, dtype=None) -> np.ndarray:
     """``x`` (tensor, array, number or list) as a flat NumPy array (of ``dtype`` if given)."""
     if isinstance(x, torch.Tensor):
@@ -138,6 +159,10 @@ class PriorityTree:
         use_numpy (bool, optional): run the index work through NumPy views. Defaults to
             ``True`` for float32 or float64 leaves on the CPU; asking for it elsewhere warns
             once and uses torch ops.
+        backend (str, optional): ``"numpy"`` (CPU), ``"torch"`` (any device) or ``"triton"``
+            (CUDA; on the CPU only under ``TRITON_INTERPRET=1``). Defaults to NumPy on the
+            CPU and Triton on CUDA. A backend that cannot run there warns once and uses torch
+            ops.
 
     Unwritten slots count as 0 in the sum; the min is over the positive values (a zero value can
     never be sampled, so it does not bound the importance weights).
@@ -151,7 +176,7 @@ class PriorityTree:
     """
 
     def __init__(
-        self, capacity: int, *, device="cpu", dtype=torch.float32, block_size=None, use_numpy=None
+        self, capacity: int, *, device="cpu", dtype=torch.float32, block_size=None, use_numpy=None, backend=None
     ):
         if int(capacity) <= 0:
             raise ValueError(f"capacity must be a positive integer, got capacity={capacity}")
@@ -173,23 +198,39 @@ class PriorityTree:
         # The largest value a leaf may hold: what the dtype holds, and small enough that the
         # float64 sum of every leaf stays finite.
         self.max_value = min(torch.finfo(dtype).max, torch.finfo(torch.float64).max / size)
-        self.use_numpy = self._resolve_numpy(use_numpy)
+        self.backend = self._resolve_backend(use_numpy, backend)
+        self.use_numpy = self.backend == "numpy"
+        self._write_calls = 0  # the Triton writes' stamps count calls (tree_kernels)
         self.reset()
 
-    def _resolve_numpy(self, use_numpy) -> bool:
+    def _resolve_backend(self, use_numpy, backend) -> str:
         if use_numpy is not None and not isinstance(use_numpy, bool):
             raise ValueError(f"use_numpy must be True, False or None (choose), got use_numpy={use_numpy!r}")
-        why = None
-        if self.device.type != "cpu":
-            why = f"the tree lives on {self.device}, which NumPy cannot reach"
-        elif self.dtype not in _NUMPY_DTYPES:
-            why = f"NumPy views of {self.dtype} leaves are not supported (float32, float64 are)"
-        if use_numpy is None:
-            return why is None
-        if use_numpy and why is not None:
-            _warn_once(f"tree-numpy-{why}", f"PriorityTree(use_numpy=True): {why}; it runs on torch ops.")
-            return False
-        return use_numpy
+        if backend is not None and backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS} or None (choose), got backend={backend!r}")
+        if backend is None and use_numpy is not None:
+            backend = "numpy" if use_numpy else "torch"
+        asked = f"backend={backend!r}" if use_numpy is None else f"use_numpy={use_numpy}"
+        if backend in (None, "numpy"):
+            why = None
+            if self.device.type != "cpu":
+                why = f"the tree lives on {self.device}, which NumPy cannot reach"
+            elif self.dtype not in _NUMPY_DTYPES:
+                why = f"NumPy views of {self.dtype} leaves are not supported (float32, float64 are)"
+            if why is None:
+                return "numpy"
+            if backend == "numpy":
+                _warn_once(f"tree-numpy-{why}", f"PriorityTree({asked}): {why}; it runs on torch ops.")
+                return "torch"
+            if self.device.type != "cuda":
+                return "torch"
+        if backend in (None, "triton"):
+            why = _triton_unavailable(self.device)
+            if why is None:
+                return "triton"
+            if backend == "triton" or self.device.type == "cuda":
+                _warn_once(f"tree-triton-{why}", f"PriorityTree({asked}) on {self.device}: {why}; it runs on torch ops.")
+        return "torch"
 
     def reset(self) -> None:
         """Sets every slot back to unwritten."""
@@ -202,6 +243,8 @@ class PriorityTree:
         self._prefix = torch.zeros(self.num_blocks + 1, **kw64)
         self._prefix_views = (0, None, None)  # (live blocks, block sums, prefix[1:]) for _refresh
         self._scratch = torch.zeros(self.size, device=self.device, dtype=torch.int32)
+        if self.backend == "triton":  # the last position that wrote each slot, stamped by call
+            self._stamps = torch.zeros(self.size, device=self.device, dtype=torch.int64)
         self._stale = True  # the prefix sums and the root min need recomputing
         self._root_min = None
         # Blocks past the last one written hold zeros: the NumPy path leaves them out of the
@@ -245,6 +288,20 @@ class PriorityTree:
             )
         if n == 0:
             return
+        if self.backend == "triton":
+            self._stale = True
+            bad_index, bad_value = self._kernels().write_leaves(
+                self, index, value, index_limit=self.size, value_limit=self.max_value)
+            if bad_index is None and bad_value is None:
+                return
+            if bad_index is not None:
+                low, high = int(index.min()), int(index.max())
+                raise IndexError(f"PriorityTree index out of range [0, {self.size}): got {low}..{high}")
+            value = value.cpu()
+            bad, _ = _first_bad(value, self.max_value)  # the batch's first bad value, as elsewhere
+            i = int(index[bad if value.shape[0] > 1 else 0])
+            why = _why_bad(float(value[bad]), self.max_value, f"the tree's {self.dtype}")
+            raise ValueError(f"PriorityTree value {float(value[bad])} at index {i} {why}: values must be finite and >= 0")
         if self.use_numpy:
             low, high = int(index.min()), int(index.max())
             if low < 0 or high >= self.size:  # NumPy would wrap a negative index around silently
@@ -277,6 +334,8 @@ class PriorityTree:
         self._stale = True
         if self.use_numpy:
             self._update_numpy(index, value, high)
+        elif self.backend == "triton":
+            self._kernels().write_leaves(self, index, value, index_limit=self.size, value_limit=float("inf"))
         else:
             self._update_torch(index, value.to(self.dtype).expand(index.shape[0]))
 
@@ -328,8 +387,11 @@ class PriorityTree:
         """
         self._leaves.copy_(self._checked_leaves(values))
         rows = self._leaves.view(-1, self.block_size)
-        self._sum_blocks.copy_(_block_sums(rows))
-        self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
+        if self.backend == "triton":  # the blocks' sums in the order every write keeps
+            self._kernels().rebuild_all_blocks(self)
+        else:
+            self._sum_blocks.copy_(_block_sums(rows))
+            self._min_blocks.copy_(torch.where(rows > 0, rows, self._inf).amin(1))
         if self.use_numpy:
             written = np.flatnonzero(self._sum_np)
             self._live_blocks = int(written[-1]) + 1 if written.size else 1
@@ -412,6 +474,11 @@ class PriorityTree:
         Returns ``(index, weight)``, the weights in ``dtype``.
         """
         prefix, root_min = self._refresh()
+        if self.backend == "triton":
+            if self.device.type == "cpu" and not prefix[-1] > 0:
+                raise ValueError(_NOTHING_TO_SAMPLE)
+            uniform = uniform.to(device=self.device, dtype=torch.float64).reshape(-1)
+            return self._kernels().sample_slots(self, uniform, prefix, root_min, beta, dtype)
         index = self._draw(uniform, prefix)
         if not self.use_numpy:
             p = self._leaves.index_select(0, index).double()
@@ -428,6 +495,9 @@ class PriorityTree:
             return self._descend_numpy(self._masses_numpy(uniform))
         if self.device.type == "cpu" and not prefix[-1] > 0:  # a free check off CUDA
             raise ValueError(_NOTHING_TO_SAMPLE)
+        if self.backend == "triton":
+            uniform = uniform.to(device=self.device, dtype=torch.float64).reshape(-1)
+            return self._kernels().sample_slots(self, uniform, prefix, None, None, None)[0]
         mass = uniform.to(device=self.device, dtype=torch.float64).reshape(-1) * prefix[-1]
         return self._descend_torch(prefix, mass)
 
@@ -469,8 +539,14 @@ class PriorityTree:
         inner = np.argmax(row_cs > rest[:, None], axis=1)
         return (block << self._shift) + inner
 
+    @staticmethod
+    def _kernels():
+        from reap_replay import tree_kernels  # imports triton: only trees that run it pay for it
+
+        return tree_kernels
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(capacity={self.capacity}, block_size={self.block_size}, "
-            f"device={self.device}, dtype={self.dtype})"
+            f"device={self.device}, dtype={self.dtype}, backend={self.backend!r})"
         )

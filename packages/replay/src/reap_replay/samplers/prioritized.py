@@ -178,7 +178,10 @@ class PrioritizedSampler(Sampler):
         n = len(storage)
         if n == 0:
             raise RuntimeError(_EMPTY)
-        uniform = torch.rand(batch_size, generator=self._rng, dtype=torch.float64)  # the tree moves it
+        uniform = torch.empty(batch_size, dtype=torch.float64, pin_memory=self.device.type == "cuda")
+        uniform.uniform_(generator=self._rng)  # the sampler's CPU generator: the same draws on every device
+        if uniform.is_pinned():
+            uniform = uniform.to(self.device, non_blocking=True)  # no host sync
         index, weight = self._tree.sample_with_weights(uniform, self._beta, self.dtype)
         return index, {"priority_weight": weight}
 
@@ -211,6 +214,8 @@ class PrioritizedSampler(Sampler):
             )
         if n == 0:
             return
+        if self._tree.backend == "triton" and self._write_on_device(index, priority, storage):
+            return
         low, high = int(index.min()), int(index.max())
         if high >= self._max_capacity:
             raise IndexError(
@@ -231,6 +236,25 @@ class PrioritizedSampler(Sampler):
         top = self._check_priority(priority, index)
         self._max_priority = top if self._max_priority is None else self._maximum(self._max_priority, top)
         self._tree._write(index, (priority + self._eps) ** self._alpha, high)  # checked above
+
+    def _write_on_device(self, index: torch.Tensor, priority: torch.Tensor, storage) -> bool:
+        """The update in the tree's Triton kernels: checks, transform, max and write on the
+        device, one host sync. False if an index or a priority is bad: nothing was written, and
+        the checks below say which, in the same words as on the CPU."""
+        limit = self._max_capacity if storage is None else min(self._max_capacity, len(storage))
+        fresh = self._max_priority is None
+        if fresh:
+            self._max_priority = torch.zeros((), dtype=torch.float64, device=self.device)
+        bad_index, bad_priority = self._tree._kernels().write_leaves(
+            self._tree, index, priority, index_limit=limit, value_limit=self._priority_limit,
+            eps=self._eps, alpha=self._alpha, transform=True, skip_negative=True,
+            max_bits=self._max_priority.view(torch.int64))
+        self._tree._stale = True
+        if bad_index is None and bad_priority is None:
+            return True
+        if fresh:
+            self._max_priority = None
+        return False
 
     def _check_priority(self, priority, index=None):
         """Raises a ValueError naming the first bad priority's index (its position in the batch
