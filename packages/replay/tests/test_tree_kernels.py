@@ -10,7 +10,7 @@ import torch
 from reap_replay import PrioritizedSampler, PriorityTree
 from reap_replay.samplers import prioritized as prioritized_module
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cuda"] if torch.cuda.is_available() else ["cpu"]  # the CPU under the interpreter
 needs_interpreter = pytest.mark.skipif(
     not torch.cuda.is_available() and __import__("os").environ.get("TRITON_INTERPRET") != "1",
     reason="the Triton kernels need a GPU or TRITON_INTERPRET=1",
@@ -132,15 +132,15 @@ def test_prioritized_sampler_on_the_kernels_matches_the_numpy_sampler(device, mo
 def test_load_leaves_rebuilds_blocks_in_the_order_writes_keep():
     values = torch.rand(64, dtype=torch.float64) * torch.arange(64).remainder(3)
     reference = PriorityTree(64, dtype=torch.float64, block_size=8, backend="numpy")
-    tree = triton_tree(64, dtype=torch.float64, block_size=8)
-    for t in (reference, tree):
-        t.load_leaves(values)
-    assert torch.equal(tree._sum_blocks, reference._sum_blocks)
-    assert torch.equal(tree._min_blocks, reference._min_blocks)
+    tree = triton_tree(64, dtype=torch.float64, block_size=8, device=DEVICES[0])
+    reference.load_leaves(values)
+    tree.load_leaves(values.to(DEVICES[0]))
+    assert torch.equal(tree._sum_blocks.cpu(), reference._sum_blocks)
+    assert torch.equal(tree._min_blocks.cpu(), reference._min_blocks)
 
 
 def test_a_backend_that_cannot_run_says_why_and_uses_torch_ops(monkeypatch):
-    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.warns(RuntimeWarning, match=r"backend='triton'\) on cpu: Triton kernels run on the CPU only under TRITON_INTERPRET=1"):
         tree = PriorityTree(8, backend="triton")
     assert tree.backend == "torch" and "backend='torch'" in repr(tree)

@@ -41,7 +41,7 @@ def _below(x):
     return (x.to(tl.int64, bitcast=True) - 1).to(tl.float64, bitcast=True)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _sample(uniform_ptr, prefix_ptr, sums_ptr, leaves_ptr, root_min_ptr, index_ptr, weight_ptr, n, beta,
             NUM_BLOCKS: tl.constexpr, LOG_BLOCKS: tl.constexpr, BLOCK_SIZE: tl.constexpr,
             SHIFT: tl.constexpr, WEIGHTS: tl.constexpr, LANES: tl.constexpr):
@@ -82,7 +82,7 @@ def _transformed(value, eps, alpha, TRANSFORM: tl.constexpr):
     return value
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "call", "index_limit"])
 def _stamp(index_ptr, value_ptr, value_stride, stamps_ptr, flags_ptr, n, call, index_limit, value_limit,
            SKIP_NEGATIVE: tl.constexpr, LANES: tl.constexpr):
     offs = tl.program_id(0) * LANES + tl.arange(0, LANES)
@@ -100,7 +100,7 @@ def _stamp(index_ptr, value_ptr, value_stride, stamps_ptr, flags_ptr, n, call, i
     tl.atomic_max(stamps_ptr + index, (call.to(tl.int64) << 32) | offs.to(tl.int64), mask=ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "call"])
 def _write_leaves(index_ptr, value_ptr, value_stride, stamps_ptr, flags_ptr, leaves_ptr, max_bits_ptr, n, call,
                   eps, alpha, TRANSFORM: tl.constexpr, TRACK_MAX: tl.constexpr, LANES: tl.constexpr):
     offs = tl.program_id(0) * LANES + tl.arange(0, LANES)
@@ -116,7 +116,7 @@ def _write_leaves(index_ptr, value_ptr, value_stride, stamps_ptr, flags_ptr, lea
     tl.store(leaves_ptr + index, leaf.to(leaves_ptr.dtype.element_ty), mask=won)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _rebuild_blocks(index_ptr, flags_ptr, leaves_ptr, sums_ptr, mins_ptr, n,
                     BLOCK_SIZE: tl.constexpr, SHIFT: tl.constexpr, LANES: tl.constexpr):
     offs = tl.program_id(0) * LANES + tl.arange(0, LANES)
