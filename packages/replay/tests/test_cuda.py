@@ -35,6 +35,7 @@ def test_prioritized_buffer_on_cuda_runs_the_kernels_and_draws_in_proportion():
     rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=0.5, eps=0.0, storage=LazyTensorStorage(1000, device="cuda"),
                                            batch_size=4096)
     rb.extend(trajectories())
+    rb.sample()  # the tree follows the storage to its device
     tree = rb._sampler._tree
     assert tree.device.type == "cuda" and tree.backend == "triton"
     priority = torch.zeros(60, device="cuda")

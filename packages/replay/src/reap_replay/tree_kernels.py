@@ -61,7 +61,7 @@ def _sample(uniform_ptr, prefix_ptr, sums_ptr, leaves_ptr, root_min_ptr, index_p
     start = block << SHIFT
     running = tl.zeros([LANES], dtype=tl.float64)
     inner = tl.zeros([LANES], dtype=tl.int64)
-    for j in range(BLOCK_SIZE):
+    for j in tl.static_range(BLOCK_SIZE):  # unrolled: every load issued at once
         running += tl.load(leaves_ptr + start + j, mask=live, other=0.0).to(tl.float64)
         inner += (running <= rest).to(tl.int64)
     slot = start + tl.minimum(inner, BLOCK_SIZE - 1)
@@ -128,7 +128,7 @@ def _rebuild_blocks(index_ptr, flags_ptr, leaves_ptr, sums_ptr, mins_ptr, n,
     start = block << SHIFT
     total = tl.zeros([LANES], dtype=tl.float64)
     low = tl.full([LANES], float("inf"), tl.float64)
-    for j in range(BLOCK_SIZE):  # left to right, as the CPU path adds
+    for j in tl.static_range(BLOCK_SIZE):  # left to right, as the CPU path adds; unrolled
         leaf = tl.load(leaves_ptr + start + j, mask=live, other=0.0).to(tl.float64)
         total += leaf
         low = tl.minimum(low, tl.where(leaf > 0, leaf, float("inf")))

@@ -15,6 +15,17 @@ def _index_device(storage):
     return torch.device(device) if device is not None else torch.device("cpu")
 
 
+def _on_device(drawn: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``drawn`` (a CPU tensor the sampler drew) on ``device``, without a host sync.
+
+    A copy from pageable memory waits for the device's queue; one from pinned memory does not
+    (the pinned block stays reserved until the copy is done).
+    """
+    if device.type == "cpu":
+        return drawn
+    return drawn.pin_memory().to(device, non_blocking=True)
+
+
 def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 

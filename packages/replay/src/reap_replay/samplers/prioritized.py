@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from reap_replay._warn import _warn_once
-from reap_replay.samplers.base import _EMPTY, Sampler
+from reap_replay.samplers.base import _EMPTY, Sampler, _on_device
 from reap_replay.storages.base import _spawning
 from reap_replay.trees import PriorityTree, _first_bad, _why_bad
 
@@ -178,10 +178,8 @@ class PrioritizedSampler(Sampler):
         n = len(storage)
         if n == 0:
             raise RuntimeError(_EMPTY)
-        uniform = torch.empty(batch_size, dtype=torch.float64, pin_memory=self.device.type == "cuda")
-        uniform.uniform_(generator=self._rng)  # the sampler's CPU generator: the same draws on every device
-        if uniform.is_pinned():
-            uniform = uniform.to(self.device, non_blocking=True)  # no host sync
+        # the sampler's CPU generator: the same draws on every device
+        uniform = _on_device(torch.rand(batch_size, generator=self._rng, dtype=torch.float64), self.device)
         index, weight = self._tree.sample_with_weights(uniform, self._beta, self.dtype)
         return index, {"priority_weight": weight}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from reap_replay.samplers.base import _EMPTY, Sampler, _index_device
+from reap_replay.samplers.base import _EMPTY, Sampler, _index_device, _on_device
 from reap_replay.samplers.without_replacement import SamplerWithoutReplacement
 
 
@@ -30,10 +30,7 @@ class RandomSampler(Sampler):
         else:  # a row and a column (...) each, drawn in turn as TorchRL does
             index = storage._ravel(tuple(torch.randint(d, (batch_size,), generator=self._rng)
                                          for d in storage.shape))
-        device = _index_device(storage)
-        if device.type != "cpu":
-            index = index.to(device)
-        return index, {}
+        return _on_device(index, _index_device(storage)), {}
 
 
 RandomSampler._without_replacement = SamplerWithoutReplacement

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from reap_replay.samplers.base import _EMPTY, Sampler, _as_key, _index_device
+from reap_replay.samplers.base import _EMPTY, Sampler, _as_key, _index_device, _on_device
 
 _NO_TENSORDICT = (
     "Could not get a tensordict out of the storage, which is required for SliceSampler to "
@@ -348,10 +348,7 @@ class SliceSampler(Sampler):
         info = self._flags(storage, index, last_step, first_step)
         if mask is not None:
             info[("collector", "mask")] = mask
-        device = _index_device(storage)
-        if device.type != "cpu":
-            index = index.to(device)
-        return index, info
+        return _on_device(index, _index_device(storage)), info
 
     def _info_index(self, index):
         """TorchRL's layout: one index tensor per storage dimension, ``(index,)``; a
@@ -364,7 +361,7 @@ class SliceSampler(Sampler):
         if self.truncated_key is not None:
             done_key = _replace_last(self.truncated_key, "done")
             terminated_key = _replace_last(self.truncated_key, "terminated")
-            truncated = last_step.unsqueeze(1).to(device)
+            truncated = _on_device(last_step.unsqueeze(1), device)
             info[self.truncated_key] = truncated
             done = storage.get_item_leaf(done_key)
             if done is None:
