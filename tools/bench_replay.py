@@ -274,11 +274,22 @@ def device_tree_paths(device: str, iters: int, rounds: int) -> dict[str, float]:
         k = iter(range(1 << 60))
 
         def step(tree=tree, gen=gen, values=values, k=k, dev=dev):
-            uniform = torch.rand(BATCH, generator=gen, dtype=torch.float64, pin_memory=dev != "cpu")
-            index, _ = tree.sample_with_weights(uniform.to(dev, non_blocking=True), 0.4)
+            uniform = torch.rand(BATCH, generator=gen, dtype=torch.float64)
+            index, _ = tree.sample_with_weights(uniform.to(dev), 0.4)
+            tree.update(index, values[next(k) % 8])
+
+        def sample_only(tree=tree, gen=gen, dev=dev):
+            tree._stale = True  # as after an update
+            tree.sample_with_weights(torch.rand(BATCH, generator=gen, dtype=torch.float64).to(dev), 0.4)
+
+        index = torch.randint(CAPACITY, (BATCH,), device=dev)
+
+        def update_only(tree=tree, values=values, k=k, index=index):
             tree.update(index, values[next(k) % 8])
 
         steps[f"{name} [{tree.backend}]"] = step
+        steps[f"  {tree.backend}: sample alone"] = sample_only
+        steps[f"  {tree.backend}: update alone"] = update_only
     times = timeit(list(steps.values()), iters, rounds)
     return {name: statistics.median(t) for name, t in zip(steps, times)}
 
