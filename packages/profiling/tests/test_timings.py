@@ -55,7 +55,9 @@ def test_shares_add_up_to_the_wall_time_and_match_known_costs():
 def test_traced_rollouts_have_their_own_share(tmp_path):
     c = Collector(BusyEnv(step_seconds=1e-3, episode_len=1000), busy_policy, frames_per_batch=10,
                   total_frames=50)
-    c.enable_profile(num_rollouts=2, warmup_rollouts=1, save_path=tmp_path / "t.json")
+    # every untraced rollout timed step by step: the env time is then a sum, not extrapolated
+    # from one sampled rollout (which a loaded machine can slow in its other phases)
+    c.enable_profile(num_rollouts=2, warmup_rollouts=1, save_path=tmp_path / "t.json", timing_sample_every=1)
     list(c)
     t = c.timings()[0]
     c.shutdown()

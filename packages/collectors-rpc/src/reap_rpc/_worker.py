@@ -33,7 +33,7 @@ from reap_rpc._rendezvous import connect_store, gloo_group, init_rpc_agent
 
 TAG_DATA, TAG_WEIGHTS = 1, 2
 _WORKER = None  # the CollectorWorker of this process (RPC calls reach it here)
-_TIMEOUT: float | None = None  # seconds a request waits for a rollout started ahead (worker_timeout)
+_TIMEOUT: float | None = None  # seconds a request waits for a rollout started ahead (2 x worker_timeout)
 
 
 def worker_name(idx: int) -> str:
@@ -107,7 +107,10 @@ def worker_main(spec: dict) -> None:
 def _serve(spec: dict, store) -> int:
     global _WORKER, _TIMEOUT
     idx = spec["idx"]
-    _TIMEOUT = spec.get("worker_timeout")
+    # twice the driver's deadline: the driver, whose clock starts later, names a hung rollout
+    # first ("delivered no batch ... (worker_timeout=...)"); this one only frees a worker nobody waits for
+    timeout = spec.get("worker_timeout")
+    _TIMEOUT = None if timeout is None else 2 * timeout
     try:
         worker = _build(spec)
     except BaseException as exc:

@@ -73,6 +73,14 @@ def _sample(uniform_ptr, prefix_ptr, sums_ptr, leaves_ptr, root_min_ptr, index_p
 
 
 @triton.jit
+def _clean(flags_ptr, LANES: tl.constexpr):
+    """Whether no lane of ``_stamp`` raised a flag, as a vector (a scalar mask is refused by some
+    Triton versions' interpreter)."""
+    first = tl.zeros([LANES], dtype=tl.int32)
+    return (tl.load(flags_ptr + first) == _NO_FLAG) & (tl.load(flags_ptr + first + 1) == _NO_FLAG)
+
+
+@triton.jit
 def _transformed(value, eps, alpha, TRANSFORM: tl.constexpr):
     """``(value + eps) ** alpha`` (``0 ** 0`` is 1, as in NumPy), or ``value`` as it is."""
     if TRANSFORM:
@@ -104,8 +112,7 @@ def _stamp(index_ptr, value_ptr, value_stride, stamps_ptr, flags_ptr, n, call, i
 def _write_leaves(index_ptr, value_ptr, value_stride, stamps_ptr, flags_ptr, leaves_ptr, max_bits_ptr, n, call,
                   eps, alpha, TRANSFORM: tl.constexpr, TRACK_MAX: tl.constexpr, LANES: tl.constexpr):
     offs = tl.program_id(0) * LANES + tl.arange(0, LANES)
-    clean = (tl.load(flags_ptr) == _NO_FLAG) & (tl.load(flags_ptr + 1) == _NO_FLAG)
-    live = (offs < n) & clean
+    live = (offs < n) & _clean(flags_ptr, LANES)
     index = tl.load(index_ptr + offs, mask=live, other=-1).to(tl.int64)
     live = live & (index >= 0)
     won = live & (tl.load(stamps_ptr + index, mask=live, other=-1) == ((call.to(tl.int64) << 32) | offs.to(tl.int64)))
@@ -120,8 +127,7 @@ def _write_leaves(index_ptr, value_ptr, value_stride, stamps_ptr, flags_ptr, lea
 def _rebuild_blocks(index_ptr, flags_ptr, leaves_ptr, sums_ptr, mins_ptr, n,
                     BLOCK_SIZE: tl.constexpr, SHIFT: tl.constexpr, LANES: tl.constexpr):
     offs = tl.program_id(0) * LANES + tl.arange(0, LANES)
-    clean = (tl.load(flags_ptr) == _NO_FLAG) & (tl.load(flags_ptr + 1) == _NO_FLAG)
-    live = (offs < n) & clean
+    live = (offs < n) & _clean(flags_ptr, LANES)
     index = tl.load(index_ptr + offs, mask=live, other=-1).to(tl.int64)
     live = live & (index >= 0)
     block = index >> SHIFT
