@@ -99,7 +99,7 @@ def test_placement_counts_the_actors_already_running_and_waits_only_for_busy_res
         assert _actors_created("CollectorActor") == before and collector.num_collectors == 1
         # resources that exist but are held: the wait, bounded by start_timeout
         with pytest.raises(RayStartError, match=r"RayCollector: actor 0 was not ready after 2 s: it asks for "
-                                                r"\{CPU: 3, memory: 0.12 GiB\} but the cluster has \{CPU: 6, .*\} "
+                                                r"\{CPU: 3, memory: 0.12 GiB\} and the cluster has \{CPU: 6, .*\} "
                                                 r"in all and \{CPU: 2, .*\} free: other actors or tasks hold"):
             RayCollector(env_fn(), constant_policy(), frames_per_batch=8, start_timeout=2,
                          remote_configs={**small, "num_cpus": 3})

@@ -62,3 +62,24 @@ def test_dumps_loads_round_trip_and_use_after_shutdown(tmp_path):
     rb.shutdown()
     with pytest.raises(RuntimeError, match="shut down"):
         len(rb)
+
+
+class _SlowToBuild(ReplayBuffer):
+    def __init__(self, **kwargs):
+        import time
+
+        time.sleep(30)
+        super().__init__(**kwargs)
+
+
+def test_start_timeout_names_a_slow_start_and_takes_its_deprecated_name():
+    with pytest.raises(ValueError, match="RayReplayBuffer: start_timeout must be a positive number"):
+        RayReplayBuffer(storage=LazyTensorStorage(4), start_timeout=-1)
+    with pytest.raises(TypeError, match="pass start_timeout or actor_start_timeout"):
+        RayReplayBuffer(storage=LazyTensorStorage(4), start_timeout=5, actor_start_timeout=5)
+    # the cluster has room, the actor's constructor is slow: the error says so, not "resources held"
+    with pytest.raises(Exception, match=r"RayReplayBuffer: actor 0 was not ready after 2 s: .* free: the cluster "
+                                        r"has room for it, so its worker process was slow to start"), \
+            pytest.warns(DeprecationWarning, match="actor_start_timeout is deprecated; pass start_timeout=2"):
+        RayReplayBuffer(storage=LazyTensorStorage(4), replay_buffer_cls=_SlowToBuild, actor_start_timeout=2,
+                        remote_config={"num_cpus": 0.5, "memory": 2**27})

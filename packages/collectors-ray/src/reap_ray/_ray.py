@@ -233,12 +233,16 @@ def wait_ready(refs: list, configs: list[dict], timeout: float, owner: str, firs
         if left <= 0:
             k = refs.index(pending[0])
             asked = asked_resources(configs[k])
+            free = ray.available_resources()
+            if _short_of(free, asked):
+                why = ("other actors or tasks hold what it needs. Let them finish, lower remote_configs "
+                       "(num_cpus=, memory=, num_gpus=, resources=), add nodes, or raise start_timeout")
+            else:  # placeable now: its process was slow to start, or died starting
+                why = ("the cluster has room for it, so its worker process was slow to start or failed "
+                       "to (its Ray worker log says which). On a loaded machine raise start_timeout")
             raise RayStartError(
                 f"{owner}: actor {first + k} was not ready after {timeout:.0f} s: it asks for {_fmt(asked)} "
-                f"but the cluster has {_fmt(ray.cluster_resources())} in all and "
-                f"{_fmt(ray.available_resources())} free: other actors or tasks hold what it needs. "
-                "Let them finish, lower remote_configs (num_cpus=, memory=, num_gpus=, resources=), add "
-                "nodes, or raise start_timeout if the cluster is only slow."
+                f"and the cluster has {_fmt(ray.cluster_resources())} in all and {_fmt(free)} free: {why}."
             )
         _, pending = ray.wait(pending, num_returns=len(pending), timeout=min(left, 1.0))
 

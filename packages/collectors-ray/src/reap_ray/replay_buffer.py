@@ -12,6 +12,8 @@ import weakref
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
+from reap.collectors.arguments import START_TIMEOUT, checked_seconds, renamed
+
 from reap_ray._ray import check_placeable, ensure_ray, kill_actors, wait_ready
 from reap_ray._ray import remote_config as actor_options
 
@@ -46,7 +48,8 @@ class RayReplayBuffer:
             ``TensorDictPrioritizedReplayBuffer``); other keyword arguments go to it.
         remote_config (dict, optional): Ray actor options (default ``num_cpus=1``, no GPU, 2 GiB).
         ray_init_config (dict, optional): ``ray.init`` arguments, if Ray is not running yet.
-        actor_start_timeout (float): seconds to wait for the actor to be placed and built.
+        start_timeout (float): seconds to wait for the actor to be placed and built (default
+            120, as the collectors'; ``actor_start_timeout`` is its deprecated name).
         call_timeout (float): seconds any one call may take.
 
     ``dumps(path)`` and ``loads(path)`` read and write ``path`` on the actor's node.
@@ -63,22 +66,23 @@ class RayReplayBuffer:
 
     def __init__(self, *, storage=None, sampler=None, writer=None, batch_size: int | None = None,
                  replay_buffer_cls=None, remote_config: dict | None = None,
-                 ray_init_config: dict | None = None, actor_start_timeout: float = 60.0,
-                 call_timeout: float = 60.0, **kwargs):
+                 ray_init_config: dict | None = None, start_timeout: float = START_TIMEOUT,
+                 call_timeout: float = 60.0, actor_start_timeout: float | None = None, **kwargs):
+        owner = "RayReplayBuffer"
+        start_timeout = renamed("actor_start_timeout", actor_start_timeout, "start_timeout", start_timeout,
+                                START_TIMEOUT, owner)
+        start_timeout = checked_seconds(start_timeout, "start_timeout", owner)
+        self.call_timeout = checked_seconds(call_timeout, "call_timeout", owner)
         if replay_buffer_cls is None:
             from reap_replay import ReplayBuffer
 
             replay_buffer_cls = ReplayBuffer
         if not callable(replay_buffer_cls):
-            raise TypeError(f"RayReplayBuffer: replay_buffer_cls must be a buffer class, got {replay_buffer_cls!r}")
-        for name, value in (("actor_start_timeout", actor_start_timeout), ("call_timeout", call_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"RayReplayBuffer: {name} must be a positive number of seconds, got {value!r}")
-        self.call_timeout = float(call_timeout)
-        config = actor_options(remote_config, "RayReplayBuffer", "remote_config")
+            raise TypeError(f"{owner}: replay_buffer_cls must be a buffer class, got {replay_buffer_cls!r}")
+        config = actor_options(remote_config, owner, "remote_config")
         self.remote_config = config  # the actor's options: what it holds while it lives
         self.started_ray = ensure_ray(ray_init_config)
-        check_placeable([config], "RayReplayBuffer")
+        check_placeable([config], owner)
         kwargs.update(storage=storage, sampler=sampler, writer=writer, batch_size=batch_size)
         cls = ray.remote(ReplayBufferActor).options(max_restarts=0, **config)
         self.actor = cls.remote(replay_buffer_cls, kwargs)
@@ -86,8 +90,8 @@ class RayReplayBuffer:
         self._finalizer = weakref.finalize(self, kill_actors, [self.actor], 2.0)
         try:
             ready = self.actor.ready.remote()
-            wait_ready([ready], [config], actor_start_timeout, "RayReplayBuffer")
-            self.node_id = ray.get(ready, timeout=actor_start_timeout)
+            wait_ready([ready], [config], start_timeout, owner)
+            self.node_id = ray.get(ready, timeout=start_timeout)
         except BaseException:
             self.shutdown()
             raise
