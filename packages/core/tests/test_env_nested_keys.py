@@ -102,3 +102,18 @@ def test_class_level_specs_are_the_instance_s():
     env = Preset()
     assert env.observation_keys == ["extra"] and env.done_keys == ["done", "terminated"]
     assert "_output_spec" not in Preset.__dict__ and env.reward_keys == ["reward"]
+
+
+def test_a_transform_s_nested_entry_is_each_step_s_own_in_a_rollout():
+    # the root of step t+1 is built from step t's "next"; a transform writing into a nested
+    # entry then must not write into step t's sub-TensorDict (every step read the last value)
+    from reap import GymEnv, RenameTransform, TransformedEnv
+
+    env = TransformedEnv(GymEnv("Pendulum-v1"),
+                         RenameTransform(["observation"], [("agent", "obs")], create_copy=True))
+    env.set_seed(0)
+    rollout = env.rollout(6, break_when_any_done=False)
+    assert torch.equal(rollout["agent", "obs"], rollout["observation"])
+    assert torch.equal(rollout["next", "agent", "obs"], rollout["next", "observation"])
+    assert torch.equal(rollout["agent", "obs"][1:], rollout["next", "agent", "obs"][:-1])
+    assert rollout["agent", "obs"][:, 0].unique().numel() == 6  # the pendulum moves

@@ -23,6 +23,8 @@ torchrl_postprocs = pytest.importorskip("torchrl.data.postprocs")
 torchrl_utils = pytest.importorskip("torchrl.envs.utils")
 
 COPY_OBS = ({"in_keys": ["observation"], "out_keys": ["o2"], "create_copy": True},)
+NESTED = ("agent", "obs")
+NESTED_COPY = {"in_keys": ["observation"], "out_keys": [NESTED], "create_copy": True}
 
 CASES = {
     "InitTracker": (lambda: reap.InitTracker(), lambda: T.InitTracker()),
@@ -97,6 +99,22 @@ CASES = {
     ),
     "subclass-of-a-shipped-transform": (  # overrides a TorchRL hook: runs through it, as TorchRL does
         lambda: shifted(reap.RewardScaling)(0.5, 2.0), lambda: shifted(T.RewardScaling)(0.5, 2.0),
+    ),
+    "nested-keys": (  # a copy into a sub-tensordict, then transforms reading and writing nested keys
+        lambda: reap.Compose(reap.RenameTransform(**NESTED_COPY), reap.ObservationNorm(0.5, 2.0, in_keys=[NESTED]),
+                             reap.CatFrames(2, -1, in_keys=[NESTED], out_keys=[("agent", "stack")]),
+                             reap.RewardScaling(0.0, 3.0, out_keys=[("agent", "reward")])),
+        lambda: T.Compose(T.RenameTransform(**NESTED_COPY), T.ObservationNorm(0.5, 2.0, in_keys=[NESTED]),
+                          T.CatFrames(2, -1, in_keys=[NESTED], out_keys=[("agent", "stack")]),
+                          T.RewardScaling(0.0, 3.0, out_keys=[("agent", "reward")])),
+    ),
+    "nested-keys-last": (  # the nested entry written last: each step's root keeps its own value
+        lambda: reap.Compose(reap.RenameTransform(**NESTED_COPY), reap.ClipTransform(in_keys=[NESTED], low=-0.5, high=0.5),
+                             reap.VecNorm(in_keys=[NESTED], out_keys=[("norm", "obs")], decay=0.9),
+                             reap.RewardSum(in_keys=["reward"], out_keys=[("agent", "episode_reward")])),
+        lambda: T.Compose(T.RenameTransform(**NESTED_COPY), T.ClipTransform(in_keys=[NESTED], low=-0.5, high=0.5),
+                          T.VecNorm(in_keys=[NESTED], out_keys=[("norm", "obs")], decay=0.9),
+                          T.RewardSum(in_keys=["reward"], out_keys=[("agent", "episode_reward")])),
     ),
     "NoopResetEnv": (lambda: reap.NoopResetEnv(5), lambda: T.NoopResetEnv(5)),
     "ObservationNorm": (

@@ -767,8 +767,9 @@ def _place(tree: dict, source: TensorDictBase, dest: TensorDictBase) -> TensorDi
             continue
         if sub and isinstance(value, TensorDictBase):
             out = dest.get(key, None)
-            if out is None or out.batch_size != value.batch_size:
-                out = value.empty()
+            # a new container at this level: ``dest`` (the root, shallowly excluded) shares its
+            # sub-TensorDicts with the step it came from, which must keep its own entries
+            out = value.empty() if out is None or out.batch_size != value.batch_size else out.copy()
             if isinstance(value, LazyStackedTensorDict):
                 dim = value.stack_dim
                 out = LazyStackedTensorDict.lazy_stack(
