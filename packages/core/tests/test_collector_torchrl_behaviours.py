@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from tensordict.nn import TensorDictModule
+from tensordict.nn import TensorDictModule, TensorDictSequential
 
 from reap import Collector, GymEnv, StepCounter, TransformedEnv, VanillaWeightUpdater
 from reap.collectors.base import NoLengthError
@@ -162,3 +162,58 @@ def test_policy_version_counts_weight_updates_as_torchrl():
     collector.update_policy_weights_(policy)
     assert collector.get_policy_version() == collector.policy_version == 2
     collector.shutdown()
+
+
+class _OwnState(torch.nn.Module):
+    """Reads a ``memory`` the env does not produce (None when absent) and writes it and the next one."""
+
+    def forward(self, observation, memory=None):
+        if memory is None:
+            memory = torch.zeros(*observation.shape[:-1], 1)
+        return memory, memory + 1, torch.zeros(observation.shape[:-1], dtype=torch.int64)
+
+
+def _own_state_policy(kind):
+    module = TensorDictModule(_OwnState(), in_keys=["observation", "memory"],
+                              out_keys=["memory", ("next", "memory"), "action"])  # the action last
+    return module if kind == "module" else TensorDictSequential(module)  # the second: the carrier path
+
+
+OWN_STATE_KEYS = {"action", "memory", "observation", "done", "terminated", "truncated", ("collector", "traj_ids"),
+                  *(("next", k) for k in ("memory", "observation", "reward", "done", "terminated", "truncated"))}
+
+
+@pytest.mark.parametrize("kind", ["module", "sequential"])
+def test_a_policy_reading_a_state_the_env_lacks_gets_none_at_each_step(kind):
+    # TorchRL's collectors pass None for an input the env does not produce, and do not carry the
+    # policy's ("next", key) to the next root without a TensorDictPrimer: the same here
+    env = GymEnv("CartPole-v1", categorical_action_encoding=True)
+    with Collector(env, _own_state_policy(kind), frames_per_batch=30, total_frames=60) as collector:
+        batches = list(collector)
+    for batch in batches:
+        assert set(batch.keys(True, True)) == OWN_STATE_KEYS
+        assert batch["memory"].shape == batch["next", "memory"].shape == (30, 1)
+        assert batch["memory"].eq(0).all() and batch["next", "memory"].eq(1).all()
+        assert batch["action"].eq(0).all()  # the outputs land in their own entries, whatever their order
+    assert batches[0]["next", "done"].any()  # pushing left, CartPole falls within ~10 steps
+    with pytest.raises(KeyError, match=r"policy reads \['memroy'\], which the env does not produce"):
+        Collector(GymEnv("CartPole-v1"), TensorDictModule(_OwnState(), in_keys=["observation", "memroy"],
+                                                          out_keys=["memory", ("next", "memory"), "action"]),
+                  frames_per_batch=8)
+
+
+def test_a_policy_reading_a_state_the_env_lacks_matches_torchrl():
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector as TorchRLCollector
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+
+    ours = Collector(GymEnv("CartPole-v1", categorical_action_encoding=True), _own_state_policy("module"),
+                     frames_per_batch=30, total_frames=30)
+    theirs = TorchRLCollector(TorchRLGymEnv("CartPole-v1", categorical_action_encoding=True),
+                              _own_state_policy("module"), frames_per_batch=30, total_frames=30)
+    a, b = next(iter(ours)), next(iter(theirs))
+    ours.shutdown()
+    theirs.shutdown()
+    assert set(a.keys(True, True)) == set(b.keys(True, True)) == OWN_STATE_KEYS
+    for key in ("memory", ("next", "memory"), "action"):
+        assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key

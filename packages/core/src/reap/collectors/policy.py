@@ -63,7 +63,8 @@ class PolicyRunner:
         ):
             self.mode = "carrier"
             self.fn = policy
-            self.in_keys = [k for k in getattr(policy, "in_keys", env.state_keys) if k in root_keys]
+            reads = list(getattr(policy, "in_keys", env.state_keys))
+            self.in_keys = [k for k in reads if k in root_keys]
             self.out_keys = list(getattr(policy, "out_keys", [self.action_key]))
         elif callable(policy):
             self.mode = "module"
@@ -75,7 +76,12 @@ class PolicyRunner:
                 f"policy must be a TensorDictModule, an nn.Module, a callable or None, "
                 f"got {type(policy).__name__}"
             )
-        missing = [k for k in self.in_keys if k not in root_keys]
+        # an input the env does not produce but the policy writes itself (e.g. a recurrent state
+        # without a TensorDictPrimer) gets None at every step, as TorchRL's collectors pass it
+        written = {k[1] if isinstance(k, tuple) and len(k) == 2 and k[0] == "next" else k for k in self.out_keys}
+        self.absent = [k for k in (reads if self.mode == "carrier" else self.in_keys)
+                       if k not in root_keys and k in written]
+        missing = [k for k in self.in_keys if k not in root_keys and k not in written]
         if missing:
             raise KeyError(
                 f"policy reads {missing}, which the env does not produce; the env's keys are "
@@ -122,7 +128,7 @@ class PolicyRunner:
             keys = [k for k in out.keys(include_nested=True, leaves_only=True) if k not in root_td.keys(True)]
             outputs = {k: out.get(k) for k in dict.fromkeys([*self.out_keys, *keys]) if k in out.keys(True)}
         else:
-            args = [self._to_device(root_td.get(k)) for k in self.in_keys]
+            args = [None if k in self.absent else self._to_device(root_td.get(k)) for k in self.in_keys]
             result = self.fn(*args)
             result = result if isinstance(result, tuple) else (result,)
             if len(result) != len(self.out_keys):
@@ -138,7 +144,7 @@ class PolicyRunner:
         return {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in outputs.items()}
 
     def _to_device(self, tensor):
-        return tensor if self.device is None else tensor.to(self.device, non_blocking=True)
+        return tensor if self.device is None or tensor is None else tensor.to(self.device, non_blocking=True)
 
     def bind(self, root: dict, root_torch: dict, out_keys: list) -> None:
         """Point the runner at the arrays of one batch layout and pick the step function.
@@ -146,11 +152,13 @@ class PolicyRunner:
         Tensor views of every input at every step are built here, once, because indexing a
         tensor costs about as much as a cheap env step.
         """
+        if self.mode == "module":  # the module returns its outputs in out_keys' order
+            out_keys = [k for k in self.out_keys if k in out_keys]
         self._writes = [(root[k], k) for k in out_keys]
         self._action = root[self.action_key]
         rows = range(len(self._action))
-        inputs = [root_torch[k] for k in self.in_keys]
-        self._views = [tuple(x[t] for x in inputs) for t in rows]
+        inputs = [None if k in self.absent else root_torch[k] for k in self.in_keys]
+        self._views = [tuple(None if x is None else x[t] for x in inputs) for t in rows]
         if self.mode == "carrier":
             self._carrier = TensorDict(batch_size=self.env.batch_size, device=self.device)
             self._step = self._carrier_step
@@ -183,6 +191,8 @@ class PolicyRunner:
         carrier = self._carrier
         for key, x in zip(self.in_keys, self._views[t]):
             carrier.set(key, self._to_device(x))
+        for key in self.absent:  # the policy's output of the step before is not its input
+            carrier.pop(key, None)
         out = self.fn(carrier)
         for array, key in self._writes:
             array[t] = out.get(key).numpy(force=True)
