@@ -13,7 +13,6 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from reap.collectors.arguments import START_TIMEOUT, checked_seconds, renamed
-
 from reap_ray._ray import check_placeable, ensure_ray, kill_actors, wait_ready
 from reap_ray._ray import remote_config as actor_options
 
