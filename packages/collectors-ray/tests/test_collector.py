@@ -104,7 +104,7 @@ def test_async_update_after_each_batch_and_max_weight_update_interval():
 
 def test_policy_factory_defers_weight_sync_until_weights_are_given_collector_backend_ray():
     collector = Collector(env_fn(), policy_factory=lambda: ConstantPolicy(3.0).as_module(), backend="ray",
-                          frames_per_batch=4, total_frames=8, max_weight_update_interval=0)
+                          sync=True, frames_per_batch=4, total_frames=8, max_weight_update_interval=0)
     with collector:
         assert isinstance(collector, RayCollector) and collector._sync
         first = next(iter(collector))

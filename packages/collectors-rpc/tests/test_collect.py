@@ -116,7 +116,7 @@ def test_distributed_sync_collector_update_interval_and_split_trajs():
 
 def test_backends_and_policy_factory_defers_weights():
     collector = Collector([env_fn()] * 2, policy_factory=lambda: ConstantPolicy(3.0).as_module(),
-                          backend="distributed", frames_per_batch=8, total_frames=16)
+                          backend="distributed", sync=True, frames_per_batch=8, total_frames=16)
     with collector:
         assert isinstance(collector, DistributedCollector) and collector._sync
         first = next(iter(collector))

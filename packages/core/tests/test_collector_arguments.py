@@ -136,3 +136,20 @@ def test_torchrl_arguments_reap_refuses(kwargs, error, match):
     with pytest.raises(error, match=match.replace("C: ", "Collector: ")):
         Collector(make_env, None, frames_per_batch=4, **kwargs)
     check_torchrl_kwargs(kwargs, "C", also_no_effect=set(kwargs))  # a backend's own no-effect names
+
+
+def test_a_local_collector_refuses_the_selectors_of_several_workers_with_the_fix():
+    env = GymEnv("CartPole-v1")
+    with pytest.raises(ValueError, match=r"backend='local' runs one collector in this process, num_collectors=2 "
+                                         r"needs backend='mp' \(or no backend\)"):
+        Collector(env, None, backend="local", num_collectors=2, frames_per_batch=8)
+    with pytest.raises(ValueError, match=r"sync is for collectors of several workers .* leave sync out"):
+        Collector(env, None, frames_per_batch=8, sync=True)
+    with pytest.raises(ValueError, match="backend_options are for the other backends; backend='direct'"):
+        Collector(env, None, backend="direct", backend_options={"worker_timeout": 5}, frames_per_batch=8)
+    with pytest.raises(TypeError, match="num_collectors must be a positive int, got 2.0"):
+        Collector(env, None, num_collectors=2.0, frames_per_batch=8)
+    with pytest.raises(ValueError, match="num_collectors must be a positive int or None, got 0"):
+        Collector(env, None, num_collectors=0, frames_per_batch=8)
+    with Collector(env, None, backend="direct", num_collectors=1, frames_per_batch=8, total_frames=8) as collector:
+        assert type(collector) is Collector and next(iter(collector)).batch_size == (8,)

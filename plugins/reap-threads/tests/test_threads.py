@@ -72,8 +72,12 @@ def test_a_slow_trainer_is_not_taken_for_a_stuck_worker():
 
 def test_backend_dispatch_like_the_other_backends():
     policy = constant_policy(1.0)
+    with Collector(env_fn(batch=2), policy, backend="threads", num_collectors=2, frames_per_batch=8,
+                   total_frames=16, backend_options={"worker_timeout": 30}) as collector:  # async, as TorchRL's
+        assert isinstance(collector, ThreadAsyncCollector) and collector.worker_timeout == 30
+        assert [b.batch_size for b in collector] == [torch.Size([2, 4])] * 2
     with Collector(env_fn(batch=2), policy, backend="threads", num_workers=2, frames_per_batch=16,
-                   total_frames=32) as collector:
+                   total_frames=32, sync=True) as collector:
         assert isinstance(collector, ThreadSyncCollector) and isinstance(collector, MultiCollector)
         assert len(collector) == 2
         assert [b.batch_size for b in collector] == [torch.Size([2, 2, 4])] * 2

@@ -34,8 +34,8 @@ MODULES = {
 def ray_factory(*, sync=None, **kwargs):
     """``Collector(..., backend="ray")`` / ``MultiCollector(..., backend="ray")``: a ``RayCollector``.
 
-    ``sync`` None (``Collector``) or True gives stacked batches; False yields each actor's
-    batch as it arrives.
+    ``sync`` True gives stacked batches; False (``Collector``'s default, as TorchRL's) yields
+    each actor's batch as it arrives; None (``MultiCollector`` without it) is True.
     """
     from reap_ray.collector import RayCollector
 

@@ -52,8 +52,8 @@ def _factory(cls_path: str, backend: str):
             kwargs.pop(option, None)
         return cls(sync=sync is not False, **kwargs)
 
-    factory.__doc__ = (f"``Collector(..., backend={backend!r})``: sync (None/True, batches of every worker "
-                       "together) or async (False).")
+    factory.__doc__ = (f"``Collector(..., backend={backend!r})``: sync (True, or None from ``MultiCollector``: "
+                       "batches of every worker together) or async (False, ``Collector``'s default).")
     return factory
 
 

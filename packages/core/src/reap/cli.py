@@ -573,7 +573,7 @@ def run(args, env_fn, policy, signals: StopSignals) -> None:
             if args.backend == "local":
                 collector = Collector(env_fn(), policy, **kwargs)
             else:
-                collector = Collector([env_fn] * args.workers, policy, backend=args.backend, **kwargs)
+                collector = Collector([env_fn] * args.workers, policy, backend=args.backend, sync=True, **kwargs)
         except PluginNotInstalledError as exc:
             fail(f"--backend {args.backend!r}: {exc}")
         except ValueError as exc:  # options the backend refuses (e.g. a batch it cannot split evenly)

@@ -25,7 +25,8 @@ EXPORTS = {
 def threads_factory(*, sync=None, **kwargs):
     """``Collector(..., backend="threads")`` / ``MultiCollector(..., backend="threads")``.
 
-    ``sync`` None (``Collector``) or True: a ``ThreadSyncCollector``; False: a ``ThreadAsyncCollector``.
+    ``sync`` True (or None: ``MultiCollector`` without it): a ``ThreadSyncCollector``; False
+    (``Collector``'s default, as TorchRL's): a ``ThreadAsyncCollector``.
     """
     from reap_threads.collectors import ThreadAsyncCollector, ThreadSyncCollector
 

@@ -34,6 +34,7 @@ from tensordict.nn import InteractionType
 
 from reap.collectors.arguments import (
     check_collector_kwargs,
+    check_int,
     check_torchrl_kwargs,
     checked_device,
     checked_exploration_type,
@@ -50,6 +51,55 @@ from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, weights_
 
 LOCAL_BACKENDS = (None, "local", "direct")
 BACKEND_ALIASES = {"process": "mp"}
+
+
+def checked_num_collectors(num_collectors, backend, sync, backend_options) -> int | None:
+    """``Collector``'s backend selectors as TorchRL checks them: ``num_collectors`` is None or a
+    positive int; a collector that stays in this process (``backend="local"``/``"direct"``) takes
+    no ``sync``, no ``backend_options`` and at most one collector.
+
+    Examples:
+        >>> checked_num_collectors(None, "local", None, None) is None
+        True
+        >>> checked_num_collectors(2, "local", None, None)
+        Traceback (most recent call last):
+        ...
+        ValueError: Collector: backend='local' runs one collector in this process, num_collectors=2 needs backend='mp' (or no backend)
+    """
+    if num_collectors is not None and (isinstance(num_collectors, bool) or not isinstance(num_collectors, int)):
+        raise TypeError(f"Collector: num_collectors must be a positive int, got {num_collectors!r}")
+    check_int(num_collectors, "num_collectors", "Collector")
+    local = backend in LOCAL_BACKENDS and (backend is not None or num_collectors is None)
+    if local:
+        name = backend or "local"
+        if num_collectors not in (None, 1):
+            raise ValueError(f"Collector: backend={name!r} runs one collector in this process, "
+                             f"num_collectors={num_collectors} needs backend='mp' (or no backend)")
+        if sync is not None:
+            raise ValueError(f"Collector: sync is for collectors of several workers (backend='mp', 'ray', ...); "
+                             f"backend={name!r} runs one in this process: leave sync out")
+        if backend_options:
+            raise ValueError(f"Collector: backend_options are for the other backends; backend={name!r} takes "
+                             "its arguments directly")
+    elif sync is not None and not isinstance(sync, bool):
+        raise TypeError(f"Collector: sync must be True, False or None, got {sync!r}")
+    return num_collectors
+
+
+def replicated_env_fns(create_env_fn, num_collectors: int) -> list:
+    """One env constructor per collector: a list must have ``num_collectors`` of them, a single
+    one is used for each (TorchRL's ``Collector(..., num_collectors=n)``).
+
+    Examples:
+        >>> replicated_env_fns(len, 3)
+        [<built-in function len>, <built-in function len>, <built-in function len>]
+    """
+    if isinstance(create_env_fn, Sequence) and not isinstance(create_env_fn, str):
+        if len(create_env_fn) != num_collectors:
+            raise ValueError(f"Collector: num_collectors={num_collectors} but create_env_fn has "
+                             f"{len(create_env_fn)} constructors; give one, or one per collector")
+        return list(create_env_fn)
+    return [create_env_fn] * num_collectors
 
 
 def make_env(create_env_fn, create_env_kwargs=None) -> EnvBase:
@@ -78,18 +128,37 @@ class Collector(BaseCollector):
     """Collect batches of ``frames_per_batch`` frames from one env (batched or not).
 
     Arguments follow TorchRL's ``Collector``. ``backend`` other than ``"local"`` hands the
-    arguments to the registered backend (``"mp"``, ``"ray"``, ...), which returns its own
-    collector; ``sync`` chooses sync or async collection for those backends.
+    arguments to the registered backend (``"mp"`` or TorchRL's ``"process"``, ``"ray"``, ...),
+    which returns its own collector: ``num_collectors`` of them (a single ``create_env_fn`` is
+    used for each; ``num_collectors`` alone picks ``"mp"``), ``sync`` (default False, as
+    TorchRL's) chooses sync or async collection, and ``backend_options`` are more keyword
+    arguments for the backend's collector.
+
+    Examples:
+        >>> from reap import Collector, GymEnv
+        >>> with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=8, total_frames=8) as c:
+        ...     print(type(c).__name__, next(iter(c)).batch_size)
+        Collector torch.Size([8])
     """
 
-    def __new__(cls, create_env_fn=None, policy=None, *args, backend=None, **kwargs):
+    def __new__(cls, create_env_fn=None, policy=None, *args, backend=None, num_collectors=None, sync=None,
+                backend_options=None, **kwargs):
         backend = BACKEND_ALIASES.get(backend, backend)
+        num_collectors = checked_num_collectors(num_collectors, backend, sync, backend_options)
+        if backend is None and num_collectors is not None:
+            backend = "mp"  # TorchRL: num_collectors asks for collectors in processes
         if backend in LOCAL_BACKENDS:
             return super().__new__(cls)
         if not isinstance(backend, str):
             raise TypeError(f"backend must be a backend name (e.g. 'mp', 'ray'), got {backend!r}")
         entry = get_collector_backend(backend)
-        return entry.factory(create_env_fn=create_env_fn, policy=policy, **kwargs)
+        options = dict(backend_options or {})
+        twice = sorted(options.keys() & {*kwargs, "create_env_fn", "policy", "backend", "num_collectors", "sync"})
+        if twice:
+            raise ValueError(f"Collector: backend_options repeats {twice}; pass each argument once")
+        if num_collectors is not None:
+            create_env_fn = replicated_env_fns(create_env_fn, num_collectors)
+        return entry.factory(create_env_fn=create_env_fn, policy=policy, sync=bool(sync), **options, **kwargs)
 
     def __init__(
         self,
@@ -98,7 +167,9 @@ class Collector(BaseCollector):
         *,
         policy_factory: Callable | None = None,
         backend: str | None = None,
+        num_collectors: int | None = None,
         sync: bool | None = None,
+        backend_options: dict | None = None,
         frames_per_batch: int,
         total_frames: int = -1,
         device=None,
