@@ -109,7 +109,7 @@ def main(args) -> dict:
     if args.backend == "local":
         collector = Collector(envs(), actor, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames)
     else:
-        collector = Collector([envs] * args.workers, actor, backend=args.backend,
+        collector = Collector([envs] * args.workers, actor, backend=args.backend, sync=True,  # PPO is on-policy
                               frames_per_batch=args.frames_per_batch, total_frames=args.total_frames)
 
     returns, log, frames, solved_at = [], [], 0, None
