@@ -85,3 +85,37 @@ def test_a_worker_restarted_after_its_own_push_runs_those_weights():
             version = int(batch["collector", "policy_version"][0])
             assert (batch["action"] == {0: 1.0, 1: 5.0}[version]).all()
         assert int(seen[-1]["collector", "policy_version"][0]) == 1  # the restarted worker's
+
+
+def test_schemes_from_torchrls_backend_names():
+    from reap.weight_update import (
+        MultiProcessWeightSyncScheme,
+        NoWeightSyncScheme,
+        WeightSyncScheme,
+    )
+
+    assert MultiProcessWeightSyncScheme is PipeWeightSyncScheme
+    built = {name: type(WeightSyncScheme.from_backend(name)).__name__
+             for name in ("none", "direct", "shared", "thread", "process", "multiprocessing")}
+    assert built == {"none": "NoWeightSyncScheme", "direct": "NoWeightSyncScheme",
+                     "shared": "SharedMemWeightSyncScheme", "thread": "SharedMemWeightSyncScheme",
+                     "process": "PipeWeightSyncScheme", "multiprocessing": "PipeWeightSyncScheme"}
+    assert WeightSyncScheme.from_backend("shared", lock_timeout=5).lock_timeout == 5.0
+    assert isinstance(WeightSyncScheme.from_backend("none"), NoWeightSyncScheme)
+    with pytest.raises(ValueError, match=r"from_backend: unsupported backend 'nccl'; expected one of \['direct'"):
+        WeightSyncScheme.from_backend("nccl")
+
+
+@pytest.mark.parametrize("collector_cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_no_weight_sync_scheme_keeps_the_workers_policy(collector_cls):
+    from reap.weight_update import WeightSyncScheme
+
+    collector = collector_cls([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), frames_per_batch=8,
+                              mp_start_method=FAST,
+                              weight_sync_schemes={"policy": WeightSyncScheme.from_backend("none")})
+    with collector:
+        collector.update_policy_weights_({"weight": torch.tensor([4.0])})
+        assert collector.policy_version == 0
+        for _, batch in zip(range(3), collector):
+            assert (batch["action"] == 1.0).all()
+            assert (batch["collector", "policy_version"] == 0).all()

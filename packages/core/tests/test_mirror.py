@@ -45,8 +45,7 @@ NOT_IN_REAP = {
     "reap.data.replay_buffers.writers": ["ImmutableDatasetWriter", "WriterEnsemble"],
     "reap.data.replay_buffers.storages": ["CompressedListStorage", "LazyStackStorage", "StorageEnsemble",
                                           "StoreStorage"],
-    "reap.weight_update": ["DistributedTransport", "InitialSyncTransport", "MPTransport",
-                           "MultiProcessWeightSyncScheme", "NoWeightSyncScheme", "RPCTransport",
+    "reap.weight_update": ["DistributedTransport", "InitialSyncTransport", "MPTransport", "RPCTransport",
                            "RayModuleTransformScheme", "RayTransport", "SharedMemTransport", "TransportBackend",
                            "WeightStrategy", "WeightSyncBackend"],
 }

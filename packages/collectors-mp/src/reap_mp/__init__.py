@@ -20,6 +20,7 @@ from reap_mp.collectors import (
 from reap_mp.parallel_env import ParallelEnv
 from reap_mp.weight_sync import (
     MultiProcessedWeightUpdater,
+    MultiProcessWeightSyncScheme,
     PipeWeightSyncScheme,
     SharedMemWeightSyncScheme,
 )
@@ -28,6 +29,7 @@ from reap_mp.weight_sync import WeightSyncScheme as WeightSyncScheme  # reap.wei
 __all__ = [
     "AsyncCollector",
     "MultiAsyncCollector",
+    "MultiProcessWeightSyncScheme",
     "MultiProcessedWeightUpdater",
     "MultiSyncCollector",
     "MultiSyncDataCollector",

@@ -25,6 +25,7 @@ EXPORTS = {
     "MultiProcessedWeightUpdater": "reap_mp.weight_sync:MultiProcessedWeightUpdater",
     "SharedMemWeightSyncScheme": "reap_mp.weight_sync:SharedMemWeightSyncScheme",
     "PipeWeightSyncScheme": "reap_mp.weight_sync:PipeWeightSyncScheme",
+    "MultiProcessWeightSyncScheme": "reap_mp.weight_sync:MultiProcessWeightSyncScheme",
     "worker_seed": "reap_mp.collectors:worker_seed",
 }
 #: TorchRL's module paths of each name (``worker_seed`` is reap's own).
@@ -39,6 +40,7 @@ MODULES = {
     "ParallelEnv": ("reap.envs",),
     "SharedMemWeightSyncScheme": ("reap.weight_update",),
     "PipeWeightSyncScheme": ("reap.weight_update",),
+    "MultiProcessWeightSyncScheme": ("reap.weight_update",),
 }
 
 

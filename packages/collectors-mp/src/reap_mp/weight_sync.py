@@ -231,7 +231,11 @@ def adapt_updater(updater, owner: str) -> WeightUpdaterBase:
     return updater
 
 
+#: TorchRL's name for the scheme that sends weights over each worker's pipe.
+MultiProcessWeightSyncScheme = PipeWeightSyncScheme
+
 __all__ = [
+    "MultiProcessWeightSyncScheme",
     "MultiProcessedWeightUpdater",
     "PipeWeightSyncScheme",
     "SharedMemWeightSyncScheme",

@@ -49,7 +49,12 @@ from reap.plugins import PluginNotInstalledError, hookimpl
 from reap.postprocs import MultiStep
 from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, Unbounded
 from reap.specs_torchrl import install as _install_torchrl_specs
-from reap.weight_update import VanillaWeightUpdater, WeightSyncScheme, WeightUpdaterBase
+from reap.weight_update import (
+    NoWeightSyncScheme,
+    VanillaWeightUpdater,
+    WeightSyncScheme,
+    WeightUpdaterBase,
+)
 
 __version__ = "0.1.0"
 
@@ -78,6 +83,7 @@ __all__ = [
     "InitTracker",
     "MultiCollector",
     "MultiStep",
+    "NoWeightSyncScheme",
     "NoopResetEnv",
     "ObservationNorm",
     "OneHot",

@@ -2,7 +2,7 @@
 and core's public names under TorchRL's module paths (``from reap.envs.utils import ...``)."""
 
 from reap.plugins import hookimpl
-from reap.registry import CollectorBackend
+from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 
 #: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
 _NEW_TRANSFORMS = (
@@ -50,7 +50,7 @@ MODULES = {
     "reap.data.tensor_specs": (*_SPECS, *_SPEC_CLASSES, *_SPEC_BOXES),
     "reap.data.postprocs": ("DensifyReward", "MultiStep"),
     "reap.envs.libs.gym": ("GymEnv",),
-    "reap.weight_update": ("VanillaWeightUpdater", "WeightUpdaterBase"),
+    "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup",),
     "reap.modules": ("RandomPolicy",),
     "reap.modules.tensordict_module": ("RandomPolicy",),
@@ -67,6 +67,13 @@ def _local_factory(**kwargs):
 @hookimpl
 def reap_register_collector_backends(register):
     register(CollectorBackend("local", _local_factory, "single-process Collector (this process)"))
+
+
+@hookimpl
+def reap_register_weight_sync_schemes(register):
+    from reap.weight_update import NoWeightSyncScheme
+
+    register(WeightSyncSchemeEntry("none", NoWeightSyncScheme, "no synchronisation: workers keep their policy"))
 
 
 @hookimpl

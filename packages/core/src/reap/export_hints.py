@@ -29,6 +29,7 @@ EXPORT_HINTS = {
     "ListStorage": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.storages")),
     "MultiAgentGAE": ("reap-value", ("reap.objectives.value", "reap.objectives.value.advantages")),
     "MultiAsyncCollector": ("reap-collectors-mp", ("reap.collectors",)),
+    "MultiProcessWeightSyncScheme": ("reap-collectors-mp", ("reap.weight_update",)),
     "MultiProcessedWeightUpdater": ("reap-collectors-mp", ("reap.collectors",)),
     "MultiSyncCollector": ("reap-collectors-mp", ("reap.collectors",)),
     "MultiSyncDataCollector": ("reap-collectors-mp", ("reap.collectors",)),
@@ -283,8 +284,7 @@ TORCHRL_ONLY = {
     "reap.objectives.value.advantages": (),
     "reap.objectives.value.functional": (),
     "reap.weight_update": (
-        "DistributedTransport", "InitialSyncTransport", "MPTransport",
-        "MultiProcessWeightSyncScheme", "NoWeightSyncScheme", "RPCTransport",
+        "DistributedTransport", "InitialSyncTransport", "MPTransport", "RPCTransport",
         "RayModuleTransformScheme", "RayTransport", "SharedMemTransport", "TransportBackend",
         "WeightStrategy", "WeightSyncBackend"
     ),

@@ -260,6 +260,12 @@ def _update_policy(collector, payload) -> None:
     collector.update_policy_weights_(payload)
 
 
+#: TorchRL's backend names (``WeightSyncScheme.from_backend``) and the reap scheme each picks.
+_BACKEND_SCHEMES = {"none": "none", "direct": "none", "shared": "shared_mem", "thread": "shared_mem",
+                    "process": "pipe", "multiprocessing": "pipe", "distributed": "distributed", "rpc": "rpc",
+                    "ray": "ray"}
+
+
 class WeightSyncScheme:
     """How a multi-worker collector moves the trainer's weights into its workers' policies.
 
@@ -282,10 +288,37 @@ class WeightSyncScheme:
 
     name = "base"
     carried = True
+    #: False for :class:`NoWeightSyncScheme`: ``update_policy_weights_`` leaves the workers' policies.
+    synchronises = True
 
     def __init__(self, **options):
         self.options = options
         self._buffers: dict[int, TensorDictBase | None] = {}
+
+    @classmethod
+    def from_backend(cls, backend: str, **kwargs) -> WeightSyncScheme:
+        """The scheme of a deployment backend, as TorchRL's ``WeightSyncScheme.from_backend``:
+        ``"none"`` (alias ``"direct"``), ``"shared"`` (``"thread"``), ``"process"``
+        (``"multiprocessing"``), ``"distributed"``, ``"rpc"``, ``"ray"``, or a scheme name reap's
+        plugins register (``"threads"``); ``kwargs`` go to the scheme's constructor. A scheme whose
+        package is not installed is an error naming the package.
+
+        Examples:
+            >>> WeightSyncScheme.from_backend("direct").name
+            'none'
+            >>> WeightSyncScheme.from_backend("gpu")
+            Traceback (most recent call last):
+            ...
+            ValueError: WeightSyncScheme.from_backend: unsupported backend 'gpu'; expected one of ['direct', 'distributed', 'multiprocessing', 'none', 'process', 'ray', 'rpc', 'shared', 'thread'] or a registered scheme name
+        """
+        from reap.plugins import get_registries, get_weight_sync_scheme
+
+        name = _BACKEND_SCHEMES.get(backend, backend)
+        if not isinstance(name, str) or (name not in _BACKEND_SCHEMES.values()
+                                         and name not in get_registries().weight_sync_schemes):
+            raise ValueError(f"WeightSyncScheme.from_backend: unsupported backend {backend!r}; expected one of "
+                             f"{sorted(_BACKEND_SCHEMES)} or a registered scheme name")
+        return get_weight_sync_scheme(name).cls(**kwargs)
 
     # ---- carried by each request -----------------------------------------------------------
     def pack(self, weights):
@@ -323,6 +356,23 @@ class WeightSyncScheme:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class NoWeightSyncScheme(WeightSyncScheme):
+    """No weight synchronisation (TorchRL's ``"none"`` backend): ``update_policy_weights_`` does
+    nothing and each worker keeps the policy it started with. Every multi-worker collector takes it.
+
+    Examples:
+        >>> scheme = WeightSyncScheme.from_backend("none")
+        >>> type(scheme).__name__, scheme.synchronises
+        ('NoWeightSyncScheme', False)
+    """
+
+    name = "none"
+    synchronises = False
+
+    def pack(self, weights):
+        return None
 
 
 class WeightReceiver:
@@ -384,7 +434,7 @@ def resolve_weight_sync_scheme(value, owner: str, *, default: type, accepts: tup
         return default()
     if isinstance(value, str):
         value = get_weight_sync_scheme(value).cls()
-    if not isinstance(value, accepts):
+    if not isinstance(value, (*accepts, NoWeightSyncScheme)):
         names = " or ".join(f"{cls.__name__}() ({cls.name!r})" for cls in accepts)
         raise ValueError(f"{owner}: weight_sync_schemes must be {names}, alone or as {{'policy': scheme}}; "
                          f"got {value!r}")

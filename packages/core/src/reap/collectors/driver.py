@@ -370,6 +370,8 @@ class CollectorDriver(BaseCollector):
         """
         weights = weights_from_update_args(policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs)
         self._check_open()
+        if not self.weight_sync_scheme.synchronises:  # NoWeightSyncScheme: workers keep their policy
+            return
         if self.weight_updater is None:
             self._push_weights(weights, worker_ids)
         else:
