@@ -153,3 +153,13 @@ def test_a_local_collector_refuses_the_selectors_of_several_workers_with_the_fix
         Collector(env, None, num_collectors=0, frames_per_batch=8)
     with Collector(env, None, backend="direct", num_collectors=1, frames_per_batch=8, total_frames=8) as collector:
         assert type(collector) is Collector and next(iter(collector)).batch_size == (8,)
+
+
+def test_the_collectors_devices_are_attributes_as_torchrls():
+    collector = Collector(lambda: GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4)
+    assert (collector.env_device, collector.policy_device, collector.storing_device) == (None, None, None)
+    collector.shutdown()
+    collector = Collector(lambda: GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4,
+                          env_device="cpu", device="cpu")
+    assert [str(d) for d in (collector.env_device, collector.policy_device, collector.storing_device)] == ["cpu"] * 3
+    collector.shutdown()

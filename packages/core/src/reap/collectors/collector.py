@@ -205,6 +205,7 @@ class Collector(BaseCollector):
         self.exploration_type = checked_exploration_type(exploration_type, "Collector")
         self.storing_device = checked_device("storing_device", storing_device or device, "Collector")
         self.policy_device = checked_device("policy_device", policy_device or device, "Collector")
+        self.env_device = checked_device("env_device", env_device, "Collector")  # None or the CPU
         init_random_frames = checked_init_random_frames(init_random_frames, "Collector")
 
         self.env = make_env(create_env_fn, create_env_kwargs)
