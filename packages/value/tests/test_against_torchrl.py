@@ -36,6 +36,7 @@ FUNCTIONS = [
     "td_lambda_advantage_estimate",
     "vec_td_lambda_advantage_estimate",
     "vtrace_advantage_estimate",
+    "reward2go",
 ]
 ESTIMATORS = [("GAE", {"lmbda": 0.8}), ("TD0Estimator", {}), ("TD1Estimator", {}),
               ("TDLambdaEstimator", {"lmbda": 0.8})]
@@ -344,3 +345,12 @@ def test_vtrace_same(extra):
     for lib in (rv, torchrl_value):
         with pytest.raises(NotImplementedError, match="Per-value gamma is not supported"):
             lib.VTrace(gamma=torch.full((2,), 0.9), actor_network=actor, value_network=net)
+
+
+@pytest.mark.parametrize("shape", [(1, 10), (2, 6, 1), (2, 6, 2), (3, 4, 5, 1)])
+def test_reward2go_same_values(shape):
+    generator = torch.Generator().manual_seed(sum(shape))
+    reward = torch.randn(shape, generator=generator)
+    done = torch.rand(shape, generator=generator) < 0.2
+    ours = rv.reward2go(reward, done.clone(), 0.7)
+    torch.testing.assert_close(ours, torchrl_functional.reward2go(reward, done.clone(), 0.7), **TOL)

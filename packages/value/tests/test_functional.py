@@ -284,3 +284,22 @@ def test_bad_types():
         rv.vec_td1_return_estimate(0.9, torch.tensor(1.0), torch.tensor(1.0), torch.tensor(True))
     with pytest.raises(ValueError, match="terminated"):
         rv.td0_return_estimate(0.9, nv, r)
+
+
+@pytest.mark.parametrize("shape", [(9,), (2, 9, 1), (3, 9, 2)])
+def test_reward2go_matches_loop(shape):
+    generator = torch.Generator().manual_seed(5)
+    reward = torch.randn(shape, generator=generator, dtype=torch.float64)
+    done = torch.rand(shape, generator=generator) < 0.25
+    before = done.clone()
+    out = rv.reward2go(reward, done, 0.9)
+    assert torch.equal(done, before)  # the input is left as it was
+    time_first = (reward.unsqueeze(-1), done.unsqueeze(-1)) if reward.ndim == 1 else (
+        reward.movedim(-2, 0), done.movedim(-2, 0))
+    expected = torch.zeros_like(time_first[0])
+    running = torch.zeros_like(time_first[0][0])
+    for t in reversed(range(time_first[0].shape[0])):
+        running = time_first[0][t] + 0.9 * running * ~time_first[1][t]
+        expected[t] = running
+    expected = expected.squeeze(-1) if reward.ndim == 1 else expected.movedim(0, -2)
+    torch.testing.assert_close(out, expected)

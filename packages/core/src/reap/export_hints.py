@@ -85,6 +85,7 @@ EXPORT_HINTS = {
     "generalized_advantage_estimate": ("reap-value", ("reap.objectives.value.advantages", "reap.objectives.value.functional")),
     "get_recurrent_matmul_precision": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),
     "recurrent_mode": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),
+    "reward2go": ("reap-value", ("reap.objectives.value.advantages", "reap.objectives.value.functional")),
     "serve": ("reap-collectors-rpc", ()),
     "set_recurrent_matmul_precision": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),
     "set_recurrent_mode": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),

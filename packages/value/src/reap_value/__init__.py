@@ -20,6 +20,7 @@ from reap_value.estimators import (
 )
 from reap_value.functional import (
     generalized_advantage_estimate,
+    reward2go,
     td0_advantage_estimate,
     td0_return_estimate,
     td1_advantage_estimate,
@@ -57,4 +58,5 @@ __all__ = [
     "td_lambda_advantage_estimate",
     "vec_td_lambda_advantage_estimate",
     "vtrace_advantage_estimate",
+    "reward2go",
 ]

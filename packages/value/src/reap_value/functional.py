@@ -28,6 +28,7 @@ import warnings
 
 import torch
 
+from reap.envs.transforms.returns import reward2go
 from reap_value._checks import Coefficient, check_coefficient, check_tensors, check_time_dim
 from reap_value._scan import reverse_scan, reverse_scan_
 
@@ -45,6 +46,7 @@ __all__ = [
     "td_lambda_advantage_estimate",
     "vec_td_lambda_advantage_estimate",
     "vtrace_advantage_estimate",
+    "reward2go",  # reap-core's, used by Reward2GoTransform
 ]
 
 

@@ -160,10 +160,19 @@ class TargetReturn(Transform):
 
 def reward2go(reward: torch.Tensor, done: torch.Tensor, gamma, *, time_dim: int = -2) -> torch.Tensor:
     """The discounted sum of the rewards to the end of each trajectory (TorchRL's ``reward2go``):
-    ``reward`` and ``done`` of shape ``[*B, T, 1]``, trajectories cut after each done step."""
+    ``reward`` and ``done`` of shape ``[*B, T, 1]`` (or ``[T]``), trajectories cut after each done
+    step. Time is at dim -2 whatever ``time_dim`` says, as in TorchRL. ``done`` is not modified.
+
+    Examples:
+        >>> done = torch.tensor([False, True, False, False])
+        >>> reward2go(torch.ones(4), done, 0.5)
+        tensor([1.5000, 1.0000, 1.5000, 1.0000])
+    """
     if reward.shape != done.shape:
         raise ValueError(f"reward and done must share the same shape, got {reward.shape} and {done.shape}")
     shape = reward.shape
+    if reward.ndim == 1:  # one trajectory of scalars
+        return reward2go(reward.unsqueeze(-1), done.unsqueeze(-1), gamma).squeeze(-1)
     if reward.ndim > 2:  # time at -3, the trailing dims folded into one batch of rows
         flipped = reward.transpose(-2, -3)
         inner = flipped.shape[-2:]
