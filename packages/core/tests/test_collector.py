@@ -430,7 +430,7 @@ def test_other_bad_arguments():
         Collector(env, None, frames_per_batch=4, max_frames_per_traj=0)
     with pytest.raises(ValueError, match="exploration_type must be"):
         Collector(env, None, frames_per_batch=4, exploration_type="greedy")
-    with pytest.raises(TypeError, match="create_env_fn returned str"):
+    with pytest.raises(TypeError, match=r"^Collector: create_env_fn returned str; it must return a reap EnvBase"):
         Collector(lambda: "CartPole-v1", None, frames_per_batch=4)
     with pytest.raises(ValueError, match="env_device='cuda"):
         Collector(env, None, frames_per_batch=4, env_device="cuda")

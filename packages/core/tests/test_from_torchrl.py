@@ -84,3 +84,25 @@ def test_random_policy_and_exploration_type_match_torchrl():
         RandomPolicy()(env.reset())
     with set_exploration_type(ExplorationType.DETERMINISTIC):
         assert exploration_type() is torchrl_envs.exploration_type() is ExplorationType.DETERMINISTIC
+
+
+def test_a_torchrl_env_is_refused_with_the_fix_wherever_reap_takes_an_env():
+    """A TorchRL env is an nn.Module, so callable: it is named as TorchRL's, never called as a
+    constructor (that raised TorchRL's forward() error about ParallelEnv)."""
+    from reap import EnvCreator, SerialEnv
+
+    env = torchrl_envs.GymEnv("CartPole-v1")
+    fix = (r"a TorchRL env \(torchrl\.envs\.EnvBase\); reap's collectors and batched envs step reap envs: build it "
+           r"from reap\.envs \(GymEnv, TransformedEnv, \.\.\. under TorchRL's names\), or make GymEnv subclass "
+           r"reap\.envs\.EnvBase instead of TorchRL's")
+    with pytest.raises(TypeError, match=r"^Collector: create_env_fn is GymEnv, " + fix):
+        Collector(env, None, frames_per_batch=4)
+    with pytest.raises(TypeError, match=r"^Collector: create_env_fn returned GymEnv, " + fix):
+        Collector(lambda: env, None, frames_per_batch=4)
+    with pytest.raises(TypeError, match=r"^SerialEnv: create_env_fn is GymEnv, " + fix):
+        SerialEnv(2, env)
+    with pytest.raises(TypeError, match=r"^SerialEnv: create_env_fn returned GymEnv, " + fix):
+        SerialEnv(2, lambda: env)
+    with pytest.raises(TypeError, match=r"^EnvCreator: create_env_fn is GymEnv, " + fix):
+        EnvCreator(env)
+    env.close()

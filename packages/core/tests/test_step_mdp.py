@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict, is_tensor_collection
 
 from reap.envs.utils import step_mdp
 
@@ -42,6 +42,17 @@ def locked_lazy_step() -> LazyStackedTensorDict:
     return LazyStackedTensorDict.lazy_stack(groups, dim=1).lock_()
 
 
+def nested_lazy_step() -> TensorDict:
+    """A root with a group of two agents stacked lazily below it, their entries of different widths
+    (TorchRL's HeterogeneousCountingEnv), locked."""
+    def agents(value, keys):
+        return LazyStackedTensorDict.lazy_stack(
+            [TensorDict({k: torch.full((n,), value) for k in keys}) for n in (1, 2)], 0)
+
+    return TensorDict({"obs": torch.zeros(1), "agents": agents(0.0, ("obs", "action", "done")),
+                       "next": {"obs": torch.ones(1), "agents": agents(1.0, ("obs", "reward", "done"))}}).lock_()
+
+
 KEYWORDS = [dict(zip(("keep_other", "exclude_reward", "exclude_done", "exclude_action"), flags))
             for flags in itertools.product([True, False], repeat=4)]
 ROOT_AND_AGENTS = (nested_step, lazy_step, lambda: nested_step().lock_())
@@ -50,17 +61,25 @@ KEY_SETS = [({}, ROOT_AND_AGENTS),
             ({"reward_keys": ("agents", "reward"), "done_keys": ["done", ("agents", "done")],
               "action_keys": [("agents", "action"), "action"]}, ROOT_AND_AGENTS),
             ({"reward_keys": ("data", "reward"), "done_keys": ("data", "done"), "action_keys": ("data", "action")},
-             (locked_lazy_step,))]
+             (locked_lazy_step,)),
+            ({"reward_keys": ("agents", "reward"), "done_keys": ("agents", "done"), "action_keys": ("agents", "action")},
+             (nested_lazy_step,))]
 
 
 def leaves(td) -> dict:
+    """The values of ``td`` by key, level by level; a lazy stack (at any level) member by member."""
     if isinstance(td, LazyStackedTensorDict):
         return {i: leaves(t) for i, t in enumerate(td.tensordicts)}
-    # TorchRL writes None for an action key the data lacks (keep_other=False); reap leaves it out
-    return {k: td.get(k).tolist() for k in td.keys(True, True) if td.get(k) is not None}
+    out = {}
+    for key in td.keys():
+        value = td.get(key)
+        if value is None:  # TorchRL writes None for an action key the data lacks (keep_other=False)
+            continue
+        out[key] = leaves(value) if is_tensor_collection(value) else value.tolist()
+    return out
 
 
-@pytest.mark.parametrize("keys,data", KEY_SETS, ids=["default-keys", "nested-keys", "data-keys"])
+@pytest.mark.parametrize("keys,data", KEY_SETS, ids=["default-keys", "nested-keys", "data-keys", "nested-lazy"])
 def test_step_mdp_matches_torchrl_on_every_keyword_combination(keys, data):
     torchrl_step_mdp = pytest.importorskip("torchrl.envs.utils").step_mdp
     for kwargs in KEYWORDS:
@@ -94,3 +113,15 @@ def test_step_mdp_defaults_and_nested_exclusions():
     lazy = step_mdp(lazy_step())
     assert isinstance(lazy, LazyStackedTensorDict) and [t["obs"].tolist() for t in lazy.tensordicts] == [
         [1.0, 1.0], [1.0, 1.0, 1.0]]
+
+
+def test_step_mdp_keeps_a_nested_lazy_stack_member_by_member():
+    # entries of different widths below the root cannot be stacked: each agent is stepped alone
+    keys = {"reward_keys": ("agents", "reward"), "done_keys": ("agents", "done"), "action_keys": ("agents", "action")}
+    out = step_mdp(nested_lazy_step(), **keys)
+    assert isinstance(out["agents"], LazyStackedTensorDict)
+    assert leaves(out) == {"obs": [1.0], "agents": {0: {"obs": [1.0], "done": [1.0]},
+                                                   1: {"obs": [1.0, 1.0], "done": [1.0, 1.0]}}}
+    out = step_mdp(nested_lazy_step(), keep_other=False, exclude_action=False, exclude_done=True, **keys)
+    assert leaves(out) == {"obs": [1.0], "agents": {0: {"obs": [1.0], "action": [0.0]},
+                                                   1: {"obs": [1.0, 1.0], "action": [0.0, 0.0]}}}

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from reap.collectors.lifetime import ForkserverUse, track, untrack
-from reap.envs.base import EnvBase
+from reap.envs.base import EnvBase, checked_env
 from reap.specs import Composite
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
@@ -37,8 +37,7 @@ def env_worker(idx, conn, payload):
         torch.set_num_threads(num_threads)
         env = create_env_fn(**kwargs)
         closers.append(getattr(env, "close", lambda: None))
-        if not isinstance(env, EnvBase):
-            raise TypeError(f"create_env_fn returned {type(env).__name__}, expected a reap EnvBase")
+        checked_env(env, "ParallelEnv")
         _, _, root_td, next_td = env.allocate(1)
         if shared:
             root_td.share_memory_()
@@ -104,6 +103,8 @@ class ParallelEnv(EnvBase):
                 f"ParallelEnv: create_env_fn has {len(fns)} callables but num_workers={num_workers}"
             )
         for fn in fns:
+            if isinstance(fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
+                checked_env(fn, "ParallelEnv", given=True)
             if isinstance(fn, EnvBase) or not callable(fn):
                 raise TypeError(f"ParallelEnv: create_env_fn must be callables returning an env, got {fn!r}")
         kwargs = (list(create_env_kwargs) if isinstance(create_env_kwargs, (list, tuple))

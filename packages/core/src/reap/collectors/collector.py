@@ -44,7 +44,7 @@ from reap.collectors.base import BaseCollector
 from reap.collectors.interaction import rollout_interaction
 from reap.collectors.policy import PolicyRunner, check_action
 from reap.collectors.trajectories import TrajIdCounter, mark_truncated, split_trajectories
-from reap.envs.base import EnvBase, is_hidden
+from reap.envs.base import EnvBase, checked_env, is_hidden
 from reap.envs.serial import SerialEnv
 from reap.plugins import get_collector_backend, hook
 from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, weights_from_update_args
@@ -111,13 +111,9 @@ def make_env(create_env_fn, create_env_kwargs=None) -> EnvBase:
             return make_env(create_env_fn[0], create_env_kwargs)
         return SerialEnv(len(create_env_fn), list(create_env_fn), create_env_kwargs=create_env_kwargs)
     if callable(create_env_fn):
-        env = create_env_fn(**(create_env_kwargs or {}))
-        if not isinstance(env, EnvBase):
-            raise TypeError(
-                f"create_env_fn returned {type(env).__name__}; it must return a reap EnvBase "
-                "(wrap gymnasium envs with reap.GymEnv)"
-            )
-        return env
+        if isinstance(create_env_fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
+            checked_env(create_env_fn, "Collector", given=True)
+        return checked_env(create_env_fn(**(create_env_kwargs or {})), "Collector")
     raise TypeError(
         f"create_env_fn must be an EnvBase, a callable returning one or a list of callables, "
         f"got {type(create_env_fn).__name__}"

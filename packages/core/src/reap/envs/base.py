@@ -57,7 +57,7 @@ from reap.envs.env_specs import FLAG_KEYS, EnvSpecs
 from reap.specs import Composite, TensorSpec, Unbounded
 from reap.specs.base import _ordinal
 
-__all__ = ["FLAG_KEYS", "HIDDEN_PREFIX", "EnvBase", "is_hidden"]
+__all__ = ["FLAG_KEYS", "HIDDEN_PREFIX", "EnvBase", "checked_env", "is_hidden"]
 
 #: Prefix of the array keys that transforms keep out of sight (an excluded or replaced entry).
 HIDDEN_PREFIX = "_hidden:"
@@ -846,3 +846,27 @@ def _write(array: np.ndarray, t: int, value, mask: np.ndarray | None) -> None:
         array[t] = value
     else:
         array[t][mask] = value[mask]
+
+
+def _is_torchrl_env(obj) -> bool:
+    return any(cls.__name__ == "EnvBase" and cls.__module__.startswith("torchrl.envs") for cls in type(obj).__mro__)
+
+
+def checked_env(env, owner: str, *, given: bool = False) -> EnvBase:
+    """``env`` when it is a reap ``EnvBase``; otherwise a TypeError naming what came instead
+    (``given``: ``create_env_fn`` itself, else what it returned), with the fix for a TorchRL env.
+
+    Examples:
+        >>> checked_env(object(), "SerialEnv")
+        Traceback (most recent call last):
+        ...
+        TypeError: SerialEnv: create_env_fn returned object; it must return a reap EnvBase (wrap gymnasium envs with reap.GymEnv)
+    """
+    if isinstance(env, EnvBase):
+        return env
+    what = f"create_env_fn {'is' if given else 'returned'} {type(env).__name__}"
+    if _is_torchrl_env(env):
+        raise TypeError(f"{owner}: {what}, a TorchRL env (torchrl.envs.EnvBase); reap's collectors and batched "
+                        "envs step reap envs: build it from reap.envs (GymEnv, TransformedEnv, ... under TorchRL's "
+                        f"names), or make {type(env).__name__} subclass reap.envs.EnvBase instead of TorchRL's")
+    raise TypeError(f"{owner}: {what}; it must return a reap EnvBase (wrap gymnasium envs with reap.GymEnv)")

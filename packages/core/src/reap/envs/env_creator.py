@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reap.envs.base import EnvBase
+import torch
+
+from reap.envs.base import EnvBase, checked_env
 
 
 class EnvCreator:
@@ -35,6 +37,8 @@ class EnvCreator:
 
     def __init__(self, create_env_fn: Callable[..., EnvBase], create_env_kwargs: dict | None = None,
                  share_memory: bool = True, **kwargs):
+        if isinstance(create_env_fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
+            checked_env(create_env_fn, "EnvCreator", given=True)
         if isinstance(create_env_fn, EnvBase) or not callable(create_env_fn):
             raise TypeError(
                 f"EnvCreator: create_env_fn must be a callable returning an env, got {create_env_fn!r}"
@@ -48,10 +52,7 @@ class EnvCreator:
         self._specs: dict | None = None
 
     def __call__(self, **kwargs) -> EnvBase:
-        env = self.create_env_fn(**{**kwargs, **self.create_env_kwargs})
-        if not isinstance(env, EnvBase):
-            raise TypeError(f"EnvCreator: create_env_fn returned {type(env).__name__}, expected a reap EnvBase")
-        return env
+        return checked_env(self.create_env_fn(**{**kwargs, **self.create_env_kwargs}), "EnvCreator")
 
     def make_variant(self, **kwargs) -> EnvCreator:
         """A creator of the same env with these keyword arguments added (or replaced)."""

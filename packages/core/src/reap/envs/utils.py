@@ -161,6 +161,15 @@ def _copy_entry(source: TensorDictBase, dest: TensorDictBase, key: str, prefix: 
         dest.set(key, value)
         return True
     sub = dest.get(key, None)
+    if isinstance(value, LazyStackedTensorDict):  # member by member: their entries may differ in shape
+        members = _lazy_members(value, sub)
+        copied = False
+        for member, into in zip(value.tensordicts, members):
+            for inner in member.keys():
+                copied = _copy_entry(member, into, inner, (*prefix, key), excluded) or copied
+        if copied:
+            dest.set(key, LazyStackedTensorDict.lazy_stack(members, value.stack_dim))
+        return copied
     sub = value.empty() if sub is None else sub
     copied = False
     for inner in value.keys():
@@ -170,14 +179,30 @@ def _copy_entry(source: TensorDictBase, dest: TensorDictBase, key: str, prefix: 
     return copied
 
 
+def _lazy_members(value: LazyStackedTensorDict, sub: TensorDictBase | None) -> list[TensorDictBase]:
+    """What each member of the lazy stack ``value`` is copied into: the matching member of
+    ``sub`` (what an earlier level wrote there), else an empty one."""
+    if sub is None:
+        return [member.empty() for member in value.tensordicts]
+    if isinstance(sub, LazyStackedTensorDict) and sub.stack_dim == value.stack_dim:
+        return list(sub.tensordicts)
+    return [member.copy() for member in sub.unbind(value.stack_dim)]
+
+
 def _copy_key(source: TensorDictBase, dest: TensorDictBase, key) -> None:
     """``dest[key] = source[key]`` for a nested ``key`` (nothing when ``source`` lacks it)."""
     parts = key if isinstance(key, tuple) else (key,)
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts[:-1]):
         value = source.get(part, None)
         if value is None:
             return
         sub = dest.get(part, None)
+        if isinstance(value, LazyStackedTensorDict):
+            members = _lazy_members(value, sub)
+            for member, into in zip(value.tensordicts, members):
+                _copy_key(member, into, parts[depth + 1:])
+            dest.set(part, LazyStackedTensorDict.lazy_stack(members, value.stack_dim))
+            return
         if sub is None:
             sub = value.empty()
             dest.set(part, sub)
