@@ -136,8 +136,10 @@ def assert_same(a, b, where):
         assert sorted(a.keys(True, True), key=str) == sorted(b.keys(True, True), key=str), where
         for key in b.keys(True, True):
             assert_same(a.get(key), b.get(key), f"{where}[{key}]")
-    elif isinstance(b, torch.Tensor) and b.dtype == torch.bool and not b.ndim and isinstance(a, bool):
-        assert a == bool(b), where  # reap's is_in gives a bool (TorchRL's, for some specs, a 0-d tensor)
+    elif isinstance(b, bool):  # is_in: a bool where TorchRL gives one, a 0-dim tensor where it does
+        assert type(a) is bool and a == b, f"{where}: {a!r} != {b!r}"
+    elif ".eq-" in where and isinstance(b, torch.Tensor) and not b.ndim:  # TorchRL's == of masks: a tensor
+        assert type(a) is bool and a == bool(b), f"{where}: {a!r} != {b!r}"
     elif isinstance(b, torch.Tensor):
         assert isinstance(a, torch.Tensor), where
         assert (a.shape, a.dtype, a.device, a.is_nested) == (b.shape, b.dtype, b.device, b.is_nested), where

@@ -10,7 +10,7 @@ Examples:
     >>> from reap.specs import Bounded, Composite, OneHot
     >>> spec = Bounded(low=-2.0, high=2.0, shape=(1,))
     >>> spec.is_in(spec.rand()), spec.space.high
-    (True, tensor([2.]))
+    (tensor(True), tensor([2.]))
     >>> OneHot(3).to_categorical(torch.tensor([False, False, True]))
     tensor(2)
     >>> Composite({("agent", "action"): OneHot(3)})["agent", "action"].n

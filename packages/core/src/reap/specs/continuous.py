@@ -185,7 +185,7 @@ class Bounded(TensorSpec):
         if not all(a == b or a == -1 for a, b in zip(shape, val_shape)) or val.dtype != self.dtype:
             return False
         low, high = self.space.low.to(val.device), self.space.high.to(val.device)
-        return bool((val >= low).all() and (val <= high).all())
+        return ((val >= low) & (val <= high)).all()  # a 0-dim bool tensor, as TorchRL's
 
     def _project(self, val):
         low, high = self.space.low.to(val.device), self.space.high.to(val.device)

@@ -8,7 +8,7 @@ Examples:
     >>> from reap.specs import Categorical, OneHot
     >>> spec = OneHot(3, mask=torch.tensor([False, True, False]))
     >>> spec.rand(), spec.is_in(torch.tensor([True, False, False]))
-    (tensor([False,  True, False]), False)
+    (tensor([False,  True, False]), tensor(False))
     >>> spec.to_categorical_spec().n, Categorical(4).cardinality()
     (3, 4)
 """
@@ -135,9 +135,10 @@ class Categorical(_Discrete):
         if self.mask is None:
             if torch.broadcast_shapes(self._safe_shape, val.shape) != val.shape or val.dtype != self.dtype:
                 return False
-            return self.space.n == -1 or bool(((val >= 0) & (val < self.space.n)).all())
+            # a 0-dim bool tensor once the values are checked, as TorchRL's
+            return self.space.n == -1 or ((val >= 0) & (val < self.space.n)).all()
         shape = (*torch.broadcast_shapes(self.mask.shape[:-1], val.shape), self.mask.shape[-1])
-        return bool(self.mask.expand(shape).gather(-1, val.unsqueeze(-1).long()).all())
+        return self.mask.expand(shape).gather(-1, val.unsqueeze(-1).long()).all()
 
     def _project(self, val):
         if val.dtype not in (torch.int, torch.long):
@@ -239,9 +240,9 @@ class OneHot(_Discrete):
         if self.mask is None:
             if torch.broadcast_shapes(self._safe_shape, val.shape) != val.shape or val.dtype != self.dtype:
                 return False
-            return bool((val.sum(-1) == 1).all())
+            return (val.sum(-1) == 1).all()  # a 0-dim bool tensor, as TorchRL's
         mask = self.mask.expand(torch.broadcast_shapes(self.mask.shape, val.shape))
-        return bool((mask & val.bool()).any(-1).all())
+        return (mask & val.bool()).any(-1).all()
 
     def _project(self, val):
         if self.mask is None:  # an index drawn in proportion to the entries (a one-hot keeps its index)
