@@ -116,7 +116,7 @@ def test_worker_seed_is_numpy_seed_sequence():
 @pytest.mark.parametrize("kwargs", [
     {"trust_policy": True, "use_buffers": False, "num_threads": 4, "no_cuda_sync": True},  # no effect
     {"reset_when_done": True, "compile_policy": False, "cudagraph_policy": None, "track_policy_version": False,
-     "post_collect_hook": None},  # their defaults (or a false value where the default is None)
+     "post_collect_hook": None, "weight_sync_schemes": None},  # their defaults (or a false value for None)
 ])
 def test_torchrl_arguments_reap_takes(kwargs):
     check_torchrl_kwargs(kwargs, "C")
@@ -128,6 +128,8 @@ def test_torchrl_arguments_reap_takes(kwargs):
     ({"reset_when_done": False}, NotImplementedError, "C: reset_when_done=False is not supported by reap; leave it at True"),
     ({"post_collect_hook": print}, NotImplementedError, r"post_collect_hook=.* leave it at None \(pass postproc="),
     ({"trajs_per_batch": 4}, NotImplementedError, r"trajs_per_batch=4 is not supported by reap; leave it at None \(split_trajs=True"),
+    ({"weight_sync_schemes": {"policy": "shared_mem"}}, NotImplementedError,
+     r"weight_sync_schemes=.* leave it at None \(a local collector runs the trainer's policy itself"),
     ({"bogus": 1}, TypeError, "C: unexpected keyword argument 'bogus'"),
 ])
 def test_torchrl_arguments_reap_refuses(kwargs, error, match):

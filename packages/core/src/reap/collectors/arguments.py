@@ -48,6 +48,7 @@ TORCHRL_DEFAULT_ONLY = {
     "traj_format": None, "track_policy_version": False, "weight_recv_schemes": None, "init_fn": None,
     "pre_collect_hook": None, "post_collect_hook": None, "compact_obs": False, "interruptor": None,
     "compile_policy": None, "cudagraph_policy": None, "collector_class": None, "return_same_td": False,
+    "weight_sync_schemes": None,
 }
 _DEFAULT_ONLY_FIX = {
     "compile_policy": "compile the policy yourself (torch.compile(policy)) before passing it",
@@ -56,6 +57,8 @@ _DEFAULT_ONLY_FIX = {
     "track_policy_version": "reap's multi-worker and remote collectors tag every batch with "
                             "('collector', 'policy_version')",
     "trajs_per_batch": "split_trajs=True regroups each batch by trajectory",
+    "weight_sync_schemes": "a local collector runs the trainer's policy itself; weight_sync_schemes is for the "
+                           "collectors with workers (num_collectors=..., backend=...)",
 }
 
 
