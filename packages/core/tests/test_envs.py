@@ -178,3 +178,30 @@ def test_torchrl_s_other_env_methods():
     driver = Driver()
     env.register_collector(driver)
     assert env.collector is driver
+
+
+def test_auto_specs_refuses_a_non_tensor_observation_by_name():
+    from tensordict import TensorDict
+
+    from reap.envs import EnvBase
+    from reap.specs import Composite, Unbounded
+
+    class WithMeta(EnvBase):
+        def _reset(self, td):
+            out = TensorDict(obs=torch.zeros(3)).update(self.full_done_spec.zero())
+            out.set_non_tensor("meta", "start")
+            return out
+
+        def _step(self, td):
+            out = TensorDict(obs=td["obs"] + 1, reward=torch.zeros(1)).update(self.full_done_spec.zero())
+            out.set_non_tensor("meta", "step")
+            return out
+
+        def _set_seed(self, seed):
+            pass
+
+    env = WithMeta()
+    env.full_action_spec = Composite(action=Unbounded((1,)))
+    with pytest.raises(NotImplementedError, match=r"auto_specs_: 'meta' holds non-tensor data, which reap's specs "
+                                                  r"do not describe"):
+        env.auto_specs_(lambda td: td.set("action", torch.zeros(1)), observation_key=["obs", "meta"])

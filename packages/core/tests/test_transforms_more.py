@@ -6,12 +6,14 @@
 import numpy as np
 import pytest
 import torch
+from tensordict import TensorDict
 
 import reap
 from reap import (
     CatFrames,
     CatTensors,
     Collector,
+    Compose,
     EnvCreator,
     ExcludeTransform,
     FrameSkipTransform,
@@ -27,6 +29,7 @@ from reap import (
     TensorDictPrimer,
     TransformedEnv,
     UnsqueezeTransform,
+    check_env_specs,
 )
 from reap.specs import Unbounded
 from reap_testing import CountingEnv
@@ -157,3 +160,54 @@ def test_insert_transform_rebuilds_the_chain():
         env.insert_transform(5, StepCounter())
     assert len(env.transform) == 2  # the chain as it was
     assert np.array_equal(env.fake_tensordict()["obs"].shape, (2,))
+
+
+def test_sign_and_binarize_reward_values_and_specs():
+    from reap.envs.transforms import BinarizeReward, SignTransform
+    from reap.specs import Binary, Bounded
+
+    env = TransformedEnv(GymEnv("Pendulum-v1"), Compose(
+        RenameTransform(["observation"], ["sign"], create_copy=True), SignTransform(in_keys=["sign", "reward"]),
+        BinarizeReward(out_keys=["positive"])))
+    check_env_specs(env, seed=0)
+    td = env.rollout(5)
+    assert torch.equal(td["next", "sign"], td["next", "observation"].sign())
+    assert (td["next", "reward"] == -1).all()  # Pendulum's rewards are negative
+    assert td["next", "positive"].dtype == torch.int8 and (td["next", "positive"] == 0).all()
+    assert env.observation_spec["sign"] == Bounded(-1.0, 1.0, shape=(3,))
+    assert env.full_reward_spec["reward"] == Bounded(-1.0, 1.0, shape=(1,))
+    assert env.full_reward_spec["positive"] == Binary(n=1, shape=(1,))
+    with pytest.raises(RuntimeError, match=r"BinarizeReward: the reward's last dim must be 1, got a reward of shape \(2,\)"):
+        BinarizeReward()(TensorDict(reward=torch.ones(2)))
+
+
+def test_remove_empty_specs_drops_empty_entries_from_specs_and_outputs():
+    from reap.envs import EnvBase
+    from reap.envs.transforms import RemoveEmptySpecs
+    from reap.specs import Composite, Unbounded
+
+    class WithEmpty(EnvBase):
+        def __init__(self):
+            super().__init__(batch_size=[2])
+            self.observation_spec = Composite(observation=Unbounded((2, 3)), shape=(2,),
+                                              other=Composite(inner=Composite(shape=(2,)), shape=(2,)))
+            self.action_spec = Unbounded((2, 3))
+            self.reward_spec = Composite(reward=Unbounded((2, 1)), other_reward=Composite(shape=(2,)), shape=(2,))
+
+        def _reset(self, td):
+            return self.observation_spec.rand().update(self.full_done_spec.zero())
+
+        def _step(self, td):
+            return self.observation_spec.rand().update(self.full_done_spec.zero()).update(self.full_reward_spec.rand())
+
+        def _set_seed(self, seed):
+            pass
+
+    assert ("next", "other", "inner") in WithEmpty().rollout(2).keys(True)
+    env = TransformedEnv(WithEmpty(), RemoveEmptySpecs())
+    assert list(env.observation_spec.keys(True)) == ["observation"]
+    assert list(env.full_reward_spec.keys(True)) == ["reward"]
+    check_env_specs(env)
+    td = env.rollout(3)
+    assert sorted(td["next"].keys()) == ["done", "observation", "reward", "terminated", "truncated"]
+    assert "other" not in td.keys()

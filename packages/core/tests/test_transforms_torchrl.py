@@ -13,6 +13,7 @@ import torch
 from tensordict import TensorDict
 
 import reap
+import reap.envs.transforms as RT
 import reap.specs
 from reap.specs import Unbounded
 
@@ -117,6 +118,15 @@ CASES = {
                           T.RewardSum(in_keys=["reward"], out_keys=[("agent", "episode_reward")])),
     ),
     "NoopResetEnv": (lambda: reap.NoopResetEnv(5), lambda: T.NoopResetEnv(5)),
+    "SignTransform-BinarizeReward": (  # the sign of the observation (a copy) and reward, then a 0/1 reward
+        lambda: reap.Compose(reap.RenameTransform(**COPY_OBS[0]),
+                             RT.SignTransform(in_keys=["o2", "reward"]), RT.BinarizeReward(), RT.RemoveEmptySpecs()),
+        lambda: T.Compose(T.RenameTransform(**COPY_OBS[0]),
+                          T.SignTransform(in_keys=["o2", "reward"]), T.BinarizeReward(), T.RemoveEmptySpecs()),
+    ),
+    "BinarizeReward-out_key": (
+        lambda: RT.BinarizeReward(out_keys=["won"]), lambda: T.BinarizeReward(out_keys=["won"]),
+    ),
     "ObservationNorm": (
         lambda: reap.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"]),
         lambda: T.ObservationNorm(loc=0.5, scale=2.0, in_keys=["observation"]),

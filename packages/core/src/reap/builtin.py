@@ -6,8 +6,9 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 
 #: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
 _NEW_TRANSFORMS = (
-    "DTypeCastTransform", "Hash", "LineariseRewards", "PermuteTransform", "Reward2GoTransform", "SqueezeTransform",
-    "Stack", "TargetReturn", "ToTensorImage", "UnaryTransform", "VecNormV2",
+    "BinarizeReward", "DTypeCastTransform", "Hash", "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",
+    "Reward2GoTransform", "SignTransform", "SqueezeTransform", "Stack", "TargetReturn", "ToTensorImage",
+    "UnaryTransform", "VecNormV2",
 )
 _TRANSFORMS = (
     "CatFrames", "CatTensors", "ExcludeTransform", "FrameSkipTransform", "NoopResetEnv",

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensor_collection
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
+from tensordict.utils import is_non_tensor
 
 from reap.envs.done import any_done, complete_done, replace_last, update_during_reset
 from reap.envs.env_specs import FLAG_KEYS, EnvSpecs
@@ -738,8 +739,10 @@ def _tuple(key) -> tuple:
 def _specs_of(first: TensorDictBase, second: TensorDictBase, batch) -> Composite:
     """``Unbounded`` specs of ``first``'s entries (``-1`` where ``second``'s shape differs)."""
     specs = {}
-    for key in first.keys(True, True):
+    for key in first.keys(True):  # non-tensor entries too (leaves_only would skip them)
         value, other = first.get(key), second.get(key, None)
+        if is_tensor_collection(value) and not is_non_tensor(value):
+            continue
         if not isinstance(value, torch.Tensor):
             raise NotImplementedError(f"auto_specs_: {key!r} holds non-tensor data, which reap's specs do not "
                                       "describe (TorchRL's NonTensor)")

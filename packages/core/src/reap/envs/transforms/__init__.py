@@ -17,11 +17,23 @@ Examples:
 from reap.envs.transforms.catframes import CatFrames
 from reap.envs.transforms.compose import Compose
 from reap.envs.transforms.image import ToTensorImage
-from reap.envs.transforms.keys import ExcludeTransform, RenameTransform, SelectTransform
+from reap.envs.transforms.keys import (
+    ExcludeTransform,
+    RemoveEmptySpecs,
+    RenameTransform,
+    SelectTransform,
+)
 from reap.envs.transforms.normalization import ObservationNorm, VecNorm
 from reap.envs.transforms.primer import TensorDictPrimer
 from reap.envs.transforms.returns import Reward2GoTransform, TargetReturn
-from reap.envs.transforms.reward import LineariseRewards, RewardClipping, RewardScaling, RewardSum
+from reap.envs.transforms.reward import (
+    BinarizeReward,
+    LineariseRewards,
+    RewardClipping,
+    RewardScaling,
+    RewardSum,
+    SignTransform,
+)
 from reap.envs.transforms.stepping import FrameSkipTransform, NoopResetEnv
 from reap.envs.transforms.steps import InitTracker, StepCounter
 from reap.envs.transforms.tensors import (
@@ -39,6 +51,7 @@ from reap.envs.transforms.vecnorm import VecNormV2
 from reap.mirror import module_getattr
 
 __all__ = [
+    "BinarizeReward",
     "CatFrames",
     "CatTensors",
     "ClipTransform",
@@ -53,12 +66,14 @@ __all__ = [
     "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
+    "RemoveEmptySpecs",
     "RenameTransform",
     "Reward2GoTransform",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
     "SelectTransform",
+    "SignTransform",
     "SqueezeTransform",
     "Stack",
     "StepCounter",

@@ -1,5 +1,5 @@
 """Transforms that rename or hide entries (TorchRL's): ``RenameTransform``, ``ExcludeTransform``,
-``SelectTransform``. Renaming and hiding cost nothing per step (see ``layout``); the done flags
+``SelectTransform``, ``RemoveEmptySpecs``. Renaming and hiding cost nothing per step (see ``layout``); the done flags
 stay (the collector reads them), though ``create_copy=True`` may copy them.
 
 Examples:
@@ -15,6 +15,8 @@ from __future__ import annotations
 from copy import copy
 
 import numpy as np
+from tensordict import is_tensor_collection
+from tensordict.utils import is_non_tensor
 
 from reap.envs.transforms.transform import Transform, keys_list, missing_tolerance, write_rows
 
@@ -230,3 +232,69 @@ class SelectTransform(Transform):
 
     def __repr__(self) -> str:
         return f"SelectTransform(selected_keys={self.selected_keys})"
+
+
+def _deepest_first(item) -> int:
+    key = item[0]
+    return len(key) if isinstance(key, tuple) else 1
+
+
+def _remove_empty_composites(spec) -> list:
+    """Delete the empty Composites of ``spec``, the deepest first (so that a parent left empty by
+    the removal of its children goes too); returns their keys."""
+    from reap.specs import Composite
+
+    removed = []
+    for key, sub in sorted(spec.items(True), key=_deepest_first, reverse=True):
+        if isinstance(sub, Composite) and sub.is_empty():
+            removed.append(key)
+            del spec[key]
+    return removed
+
+
+class RemoveEmptySpecs(Transform):
+    """Drop the empty ``Composite`` entries of the env's specs and the empty sub-TensorDicts of its
+    outputs (TorchRL's ``RemoveEmptySpecs``); on the way in, the empty entries the inner env's
+    input spec has are given back.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import RemoveEmptySpecs
+        >>> td = TensorDict(obs=torch.zeros(2, 1), other=TensorDict(batch_size=[2]), batch_size=[2])
+        >>> sorted(RemoveEmptySpecs()(td).keys())
+        ['obs']
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._empty_inputs: list = []
+
+    def transform_output_spec(self, output_spec):
+        output_spec = output_spec.clone()
+        for part in ("full_done_spec", "full_observation_spec", "full_reward_spec"):
+            _remove_empty_composites(output_spec[part])
+        return output_spec
+
+    def transform_input_spec(self, input_spec):
+        input_spec = input_spec.clone()
+        self._empty_inputs = [key for part in ("full_action_spec", "full_state_spec")
+                              for key in _remove_empty_composites(input_spec[part])]
+        return input_spec
+
+    def _call(self, next_tensordict):
+        for key, value in sorted(next_tensordict.items(True), key=_deepest_first, reverse=True):
+            if is_tensor_collection(value) and not is_non_tensor(value) and value.is_empty():
+                del next_tensordict[key]
+        return next_tensordict
+
+    forward = _call
+
+    def _reset(self, tensordict, tensordict_reset):
+        return self._call(tensordict_reset)
+
+    def _inv_call(self, tensordict):
+        for key in self._empty_inputs:
+            if key not in tensordict.keys(True):
+                tensordict.create_nested(key)
+        return tensordict

@@ -1,4 +1,5 @@
-"""Reward transforms (TorchRL's): ``RewardSum``, ``RewardScaling``, ``RewardClipping``, ``LineariseRewards``.
+"""Reward transforms (TorchRL's): ``RewardSum``, ``RewardScaling``, ``RewardClipping``, ``LineariseRewards``,
+``BinarizeReward``, and ``SignTransform`` (of rewards or any entry).
 
 Examples:
     >>> import torch
@@ -25,9 +26,10 @@ from reap.envs.transforms.transform import (
     apply_to_composite,
     expand_right,
     keys_list,
+    missing_tolerance,
     reset_flags,
 )
-from reap.specs import Bounded, Composite, Unbounded
+from reap.specs import Binary, Bounded, Composite, Unbounded
 
 
 def _episode_key(key):
@@ -326,3 +328,78 @@ class LineariseRewards(Transform):
             if weights is not None:
                 reward = np.multiply(reward, weights, out=self._scratch[src])
             np.sum(reward, axis=-1, keepdims=True, out=nxt[dst][t])
+
+
+class BinarizeReward(Transform):
+    """The reward as 1 where it is positive, else 0, in ``torch.int8`` (TorchRL's ``BinarizeReward``;
+    the reward spec becomes ``Binary(n=1)``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import BinarizeReward
+        >>> BinarizeReward()(TensorDict(reward=torch.tensor([[0.5], [0.0], [-2.0]]), batch_size=[3]))["reward"]
+        tensor([[1],
+                [0],
+                [0]], dtype=torch.int8)
+    """
+
+    def __init__(self, in_keys=None, out_keys=None):
+        in_keys = ["reward"] if in_keys is None else in_keys
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys)
+
+    def _apply_transform(self, reward):
+        if not reward.shape or reward.shape[-1] != 1:
+            raise RuntimeError(f"BinarizeReward: the reward's last dim must be 1, got a reward of shape "
+                               f"{tuple(reward.shape)}")
+        return (reward > 0).to(torch.int8)
+
+    @apply_to_composite
+    def transform_reward_spec(self, reward_spec):
+        return Binary(n=1, shape=reward_spec.shape, device=reward_spec.device)
+
+
+class SignTransform(Transform):
+    """The sign (-1, 0 or 1) of each entry of ``in_keys`` into ``out_keys``, and of ``in_keys_inv``
+    into ``out_keys_inv`` on the way in (TorchRL's ``SignTransform``); their specs become
+    ``Bounded(-1, 1)``. With no keys it does nothing.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import SignTransform
+        >>> SignTransform(in_keys=["reward"])(TensorDict(reward=torch.tensor([[3.0], [0.0], [-0.5]]),
+        ...                                              batch_size=[3]))["reward"].flatten()
+        tensor([ 1.,  0., -1.])
+    """
+
+    def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        in_keys = [] if in_keys is None else in_keys
+        in_keys_inv = [] if in_keys_inv is None else in_keys_inv
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys,
+                         in_keys_inv=in_keys_inv,
+                         out_keys_inv=copy(in_keys_inv) if out_keys_inv is None else out_keys_inv)
+
+    def _apply_transform(self, value):
+        return value.sign()
+
+    def _inv_apply_transform(self, value):
+        return value.sign()
+
+    @staticmethod
+    def _bounded(spec):
+        return Bounded(low=-1.0, high=1.0, shape=spec.shape, device=spec.device, dtype=spec.dtype)
+
+    @apply_to_composite
+    def transform_observation_spec(self, observation_spec):
+        return self._bounded(observation_spec)
+
+    def transform_reward_spec(self, reward_spec):
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            if in_key in reward_spec.keys(True, True):
+                reward_spec[out_key] = self._bounded(reward_spec[in_key])
+        return reward_spec
+
+    def _reset(self, tensordict, tensordict_reset):
+        with missing_tolerance(self):
+            return self._call(tensordict_reset)
