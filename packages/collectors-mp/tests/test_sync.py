@@ -184,3 +184,10 @@ def test_set_truncated_marks_the_end_of_every_workers_rollout(cat_results):
     expected[..., ends] = True
     assert torch.equal(truncated, expected)
     assert torch.equal(batch["next", "done"].squeeze(-1), expected)  # no episode ended: done only there
+
+
+@pytest.mark.parametrize("cat_results, names", [("stack", [None, "time"]), (0, ["time"])])
+def test_sync_batches_name_their_last_dim_time_as_torchrls(cat_results, names):
+    with MultiSyncCollector([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), frames_per_batch=8,
+                            total_frames=8, cat_results=cat_results, mp_start_method="forkserver") as collector:
+        assert next(iter(collector)).names == names

@@ -441,3 +441,15 @@ def test_other_bad_arguments():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Collector(env, None, frames_per_batch=4).shutdown()
+
+
+def test_batches_name_their_last_dim_time_as_torchrls():
+    # TorchRL names it: its value estimators and RewardSum's offline mode find the time dim by name
+    for num_envs, split_trajs, names in [(None, False, ["time"]), (2, False, [None, "time"]),
+                                         (None, True, [None, "time"])]:
+        with Collector(lambda n=num_envs: GymEnv("Pendulum-v1", num_envs=n), None, frames_per_batch=8,
+                       total_frames=8, split_trajs=split_trajs) as collector:
+            batch = next(iter(collector))
+            assert batch.names == names, (num_envs, split_trajs)
+    offline = RewardSum(in_keys=[("next", "reward")], out_keys=[("next", "ret")])
+    assert torch.equal(offline(batch)["next", "ret"], batch["next", "reward"].cumsum(-1))

@@ -43,7 +43,12 @@ from reap.collectors.arguments import (
 from reap.collectors.base import BaseCollector
 from reap.collectors.interaction import rollout_interaction
 from reap.collectors.policy import PolicyRunner, check_action
-from reap.collectors.trajectories import TrajIdCounter, mark_truncated, split_trajectories
+from reap.collectors.trajectories import (
+    TrajIdCounter,
+    mark_time,
+    mark_truncated,
+    split_trajectories,
+)
 from reap.envs.base import EnvBase, checked_env, is_hidden
 from reap.envs.serial import SerialEnv
 from reap.plugins import get_collector_backend, hook
@@ -457,8 +462,9 @@ class Collector(BaseCollector):
     def _postprocess(self, batch: TensorDictBase) -> TensorDictBase:
         if self.storing_device is not None and self.storing_device.type != "cpu":
             batch = batch.to(self.storing_device)
+        mark_time(batch)
         if self.split_trajs:
-            batch = split_trajectories(batch)
+            batch = mark_time(split_trajectories(batch))
         if self.postproc is not None:
             batch = self.postproc(batch)
         return batch

@@ -53,7 +53,7 @@ from reap.collectors.arguments import (
 from reap.collectors.base import BaseCollector, options_for_worker
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines, WorkerWeights
 from reap.collectors.lifetime import track, untrack
-from reap.collectors.trajectories import split_trajectories
+from reap.collectors.trajectories import mark_time, split_trajectories
 from reap.collectors.worker import worker_seed
 from reap.errors import WorkerError
 from reap.plugins import hook
@@ -560,8 +560,9 @@ class CollectorDriver(BaseCollector):
         if batch is not None:
             if self.storing_device is not None and self.storing_device.type != "cpu":
                 batch = batch.to(self.storing_device)
+            mark_time(batch)
             if self.split_trajs:
-                batch = split_trajectories(batch)
+                batch = mark_time(split_trajectories(batch))
             if self.postproc is not None:
                 batch = self.postproc(batch)
         hook().reap_batch_ready(collector=self, batch=batch)

@@ -1,4 +1,4 @@
-"""Trajectory ids and ``split_trajectories``.
+"""Trajectory ids, ``split_trajectories`` and the ``"time"`` name of a batch's last dim.
 
 Examples:
     >>> import torch
@@ -67,6 +67,23 @@ def mark_truncated(batch: TensorDictBase) -> TensorDictBase:
     last = (slice(None),) * (batch.batch_dims - 1) + (-1,)
     for key in ("truncated", "done"):
         batch.get(("next", key))[last] = True
+    return batch
+
+
+def mark_time(batch: TensorDictBase) -> TensorDictBase:
+    """Name ``batch``'s last dim ``"time"``, as TorchRL names its collectors' batches (its value
+    estimators and ``RewardSum`` read it); other names are kept. Returns ``batch``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> mark_time(TensorDict(batch_size=[2, 8])).names
+        [None, 'time']
+    """
+    if batch.batch_dims:
+        names = list(batch.names)
+        if "time" not in names:
+            names[-1] = "time"
+            batch.names = names
     return batch
 
 

@@ -108,7 +108,7 @@ class RewardSum(Transform):
         if not time_dims:
             raise ValueError("At least one dimension of the tensordict must be named 'time' in offline mode")
         for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
-            tensordict.set(out_key, tensordict.get(in_key).cumsum(time_dims[0] - 1))
+            tensordict.set(out_key, tensordict[in_key].cumsum(time_dims[0] - 1))
         return tensordict
 
     def _episode_specs(self) -> Composite:
