@@ -117,3 +117,18 @@ def test_a_transform_s_nested_entry_is_each_step_s_own_in_a_rollout():
     assert torch.equal(rollout["next", "agent", "obs"], rollout["next", "observation"])
     assert torch.equal(rollout["agent", "obs"][1:], rollout["next", "agent", "obs"][:-1])
     assert rollout["agent", "obs"][:, 0].unique().numel() == 6  # the pendulum moves
+
+
+def test_a_transformed_nested_env_keeps_each_group_s_batch_size():
+    from reap.envs import SerialEnv, TransformedEnv
+    from reap.envs.transforms import RewardSum
+
+    env = TransformedEnv(Agents(), RewardSum(in_keys=[("agents", "reward")]))
+    assert env.reset()["agents"].batch_size == (2, 3)
+    rollout = env.rollout(3, ones)
+    assert rollout["agents"].batch_size == rollout["next", "agents"].batch_size == (2, 3, 3)
+    assert rollout["next", "agents", "episode_reward"][0, :, 0].flatten().tolist() == [1.0, 3.0, 6.0]
+    serial = SerialEnv(2, Agents)  # two batch dims above each group
+    assert serial.reset()["agents"].batch_size == (2, 2, 3)
+    assert serial.rollout(2, lambda td: td.set(("agents", "action"), torch.ones(2, 2, 3, dtype=torch.int64))
+                          )["next", "agents", "obs"].shape == (2, 2, 2, 3, 1)

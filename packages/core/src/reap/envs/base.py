@@ -160,6 +160,13 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         specs.update(self._array_flags())
         return specs
 
+    def _nested_shapes(self) -> dict:
+        """The shape of each nested Composite of the observation, reward, done and action specs."""
+        shapes = {}
+        for spec in (self.observation_spec, self.full_reward_spec, self.full_done_spec, self.full_action_spec):
+            shapes.update({key: sub.shape for key, sub in spec.items(True) if isinstance(sub, Composite)})
+        return shapes
+
     def _array_flags(self) -> dict:
         """The done flags, with a top-level ``"truncated"`` beside ``"done"``: the collectors' batches
         carry it (set where they cut a trajectory) even when the env has none."""
@@ -255,8 +262,9 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         (time-major, ``[steps + 1, *batch]`` and ``[steps, *batch]``) that own the memory.
         """
         root_specs, next_specs = self.root_specs(), self.next_specs()
-        root_td = _zeros(root_specs, steps + 1, self.batch_size)
-        next_td = _zeros(next_specs, steps, self.batch_size)
+        nested = self._nested_shapes()
+        root_td = _zeros(root_specs, steps + 1, self.batch_size, nested)
+        next_td = _zeros(next_specs, steps, self.batch_size, nested)
         root = {key: root_td.get(key).numpy() for key in root_specs}
         nxt = {key: next_td.get(key).numpy() for key in next_specs}
         return root, nxt, root_td, next_td
@@ -480,8 +488,9 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             nxt.update(self.full_done_spec.zero())
             root.update(self.full_done_spec.zero())
         else:
-            root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size)
-            nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size)
+            nested = self._nested_shapes()
+            root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size, nested)
+            nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size, nested)
         root.set("next", nxt)
         root.batch_size = self.batch_size
         return root
@@ -834,9 +843,17 @@ def _caster(policy, auto_cast_to_device: bool, env_device):
     return act
 
 
-def _zeros(specs: dict[str, TensorSpec], steps: int | None, batch) -> TensorDict:
+def _zeros(specs: dict[str, TensorSpec], steps: int | None, batch, nested: dict | None = None) -> TensorDict:
+    """Zeroed entries for ``specs`` (leaf keys); a nested entry's sub-TensorDict has the shape of
+    its Composite in ``nested`` (``{key: shape}``), as TorchRL's outputs."""
     lead = () if steps is None else (steps,)
     data = TensorDict(batch_size=(*lead, *batch))
+    if nested:
+        prefixes = {key[:i] for key in specs if isinstance(key, tuple) for i in range(1, len(key))}
+        for prefix in sorted(prefixes, key=len):
+            shape = nested.get(prefix if len(prefix) > 1 else prefix[0])
+            if shape is not None and len(shape) > len(batch):
+                data.set(prefix, TensorDict(batch_size=(*lead, *shape)))
     for key, spec in specs.items():
         data.set(key, spec.zero(lead))
     return data
