@@ -205,3 +205,13 @@ def test_auto_specs_refuses_a_non_tensor_observation_by_name():
     with pytest.raises(NotImplementedError, match=r"auto_specs_: 'meta' holds non-tensor data, which reap's specs "
                                                   r"do not describe"):
         env.auto_specs_(lambda td: td.set("action", torch.zeros(1)), observation_key=["obs", "meta"])
+
+
+def test_outputs_are_on_the_env_s_device_as_torchrls():
+    from reap import StepCounter, TransformedEnv
+
+    for make in (lambda d: GymEnv("Pendulum-v1", device=d), lambda d: TransformedEnv(GymEnv("Pendulum-v1", device=d),
+                                                                                     StepCounter())):
+        assert make(None).rollout(2).device is None
+        env = make("cpu")
+        assert env.reset().device == env.rollout(2).device == torch.device("cpu")

@@ -263,8 +263,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         """
         root_specs, next_specs = self.root_specs(), self.next_specs()
         nested = self._nested_shapes()
-        root_td = _zeros(root_specs, steps + 1, self.batch_size, nested)
-        next_td = _zeros(next_specs, steps, self.batch_size, nested)
+        root_td = _zeros(root_specs, steps + 1, self.batch_size, nested, self.device)
+        next_td = _zeros(next_specs, steps, self.batch_size, nested, self.device)
         root = {key: root_td.get(key).numpy() for key in root_specs}
         nxt = {key: next_td.get(key).numpy() for key in next_specs}
         return root, nxt, root_td, next_td
@@ -489,8 +489,10 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             root.update(self.full_done_spec.zero())
         else:
             nested = self._nested_shapes()
-            root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size, nested)
-            nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size, nested)
+            root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size,
+                          nested, self.device)
+            nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size,
+                         nested, self.device)
         root.set("next", nxt)
         root.batch_size = self.batch_size
         return root
@@ -843,17 +845,19 @@ def _caster(policy, auto_cast_to_device: bool, env_device):
     return act
 
 
-def _zeros(specs: dict[str, TensorSpec], steps: int | None, batch, nested: dict | None = None) -> TensorDict:
-    """Zeroed entries for ``specs`` (leaf keys); a nested entry's sub-TensorDict has the shape of
-    its Composite in ``nested`` (``{key: shape}``), as TorchRL's outputs."""
+def _zeros(specs: dict[str, TensorSpec], steps: int | None, batch, nested: dict | None = None,
+           device=None) -> TensorDict:
+    """Zeroed entries for ``specs`` (leaf keys) on ``device`` (the env's, as TorchRL's outputs; None
+    when it has none); a nested entry's sub-TensorDict has the shape of its Composite in ``nested``
+    (``{key: shape}``)."""
     lead = () if steps is None else (steps,)
-    data = TensorDict(batch_size=(*lead, *batch))
+    data = TensorDict(batch_size=(*lead, *batch), device=device)
     if nested:
         prefixes = {key[:i] for key in specs if isinstance(key, tuple) for i in range(1, len(key))}
         for prefix in sorted(prefixes, key=len):
             shape = nested.get(prefix if len(prefix) > 1 else prefix[0])
             if shape is not None and len(shape) > len(batch):
-                data.set(prefix, TensorDict(batch_size=(*lead, *shape)))
+                data.set(prefix, TensorDict(batch_size=(*lead, *shape), device=device))
     for key, spec in specs.items():
         data.set(key, spec.zero(lead))
     return data
