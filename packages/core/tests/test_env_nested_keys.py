@@ -132,3 +132,25 @@ def test_a_transformed_nested_env_keeps_each_group_s_batch_size():
     assert serial.reset()["agents"].batch_size == (2, 2, 3)
     assert serial.rollout(2, lambda td: td.set(("agents", "action"), torch.ones(2, 2, 3, dtype=torch.int64))
                           )["next", "agents", "obs"].shape == (2, 2, 2, 3, 1)
+
+
+
+class TwoActions(Agents):
+    """Agents with a second action, at the root: the env has no single action key."""
+
+    def __init__(self):
+        super().__init__()
+        self.full_action_spec["action"] = Categorical(2, shape=(2, 1))
+
+
+def test_a_transformed_serial_env_of_several_actions_steps():
+    from reap.envs import SerialEnv, TransformedEnv
+    from reap.envs.transforms import RewardSum
+
+    def policy(td):
+        return td.set(("agents", "action"), torch.ones(2, 2, 3, dtype=torch.int64)).set(
+            "action", torch.zeros(2, 2, 1, dtype=torch.int64))
+
+    env = TransformedEnv(SerialEnv(2, TwoActions), RewardSum(in_keys=[("agents", "reward")]))
+    rollout = env.rollout(3, policy)
+    assert rollout["next", "agents", "episode_reward"][1, 0, :, 2].flatten().tolist() == [1.0, 3.0, 6.0]

@@ -130,18 +130,20 @@ class SerialEnv(EnvBase):
                 env._reset_into(sub_root, t, mask[i] if mask[i].ndim else None)
 
     def _step_into(self, action, t, root, nxt):
+        # action is None for an env whose actions are all nested: each sub-env reads them from root
         subs = zip(self.envs, self._split(root), self._split(nxt))
         for i, (env, sub_root, sub_next) in enumerate(subs):
-            env._step_into(action[i], t, sub_root, sub_next)
+            env._step_into(None if action is None else action[i], t, sub_root, sub_next)
 
     def _partial_step_into(self, action, t, root, nxt, mask):
         # a sub-env whose mask is all False is not stepped at all (TorchRL's SerialEnv does so)
         subs = zip(self.envs, self._split(root), self._split(nxt))
         for i, (env, sub_root, sub_next) in enumerate(subs):
+            sub_action = None if action is None else action[i]
             if mask[i].all():
-                env._step_into(action[i], t, sub_root, sub_next)
+                env._step_into(sub_action, t, sub_root, sub_next)
             elif mask[i].any():
-                env._partial_step_into(action[i], t, sub_root, sub_next, mask[i])
+                env._partial_step_into(sub_action, t, sub_root, sub_next, mask[i])
 
     def _set_seed(self, seed):
         for env in self.envs:
