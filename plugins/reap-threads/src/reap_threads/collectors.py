@@ -102,9 +102,11 @@ class _ThreadCollector(MultiWorkerCollector):
                                     remote_traceback=tb) from exc
         self._workers[idx] = worker
         self._commands[idx], self._replies[idx] = queue.Queue(), queue.Queue()  # a replaced thread keeps its own
+        # twice the driver's deadline (as reap-collectors-rpc's workers): the driver, whose clock
+        # starts later, names a hung rollout first ("delivered no batch ... (worker_timeout=...)")
+        wait = None if self.worker_timeout is None else 2 * self.worker_timeout
         thread = threading.Thread(target=_serve, name=f"reap-threads-worker-{idx}", daemon=True,
-                                  args=(worker, self._commands[idx], self._answers, self._replies[idx],
-                                        self.worker_timeout))
+                                  args=(worker, self._commands[idx], self._answers, self._replies[idx], wait))
         self._threads[idx] = thread
         thread.start()
 
