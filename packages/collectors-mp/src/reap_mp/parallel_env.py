@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from reap.collectors.lifetime import ForkserverUse, track, untrack
-from reap.envs.base import EnvBase, checked_env
+from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
 from reap.specs import Composite
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
@@ -103,8 +103,7 @@ class ParallelEnv(EnvBase):
                 f"ParallelEnv: create_env_fn has {len(fns)} callables but num_workers={num_workers}"
             )
         for fn in fns:
-            if isinstance(fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
-                checked_env(fn, "ParallelEnv", given=True)
+            refuse_torchrl_env(fn, "ParallelEnv")
             if isinstance(fn, EnvBase) or not callable(fn):
                 raise TypeError(f"ParallelEnv: create_env_fn must be callables returning an env, got {fn!r}")
         kwargs = (list(create_env_kwargs) if isinstance(create_env_kwargs, (list, tuple))

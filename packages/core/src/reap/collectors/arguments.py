@@ -35,7 +35,7 @@ from collections.abc import Callable
 import torch
 from tensordict.nn import InteractionType
 
-from reap.envs.base import EnvBase, checked_env
+from reap.envs.base import EnvBase, refuse_torchrl_env
 
 #: TorchRL arguments that tune TorchRL's own machinery (threads, buffers, CUDA syncs, policy
 #: wrapping): every reap collector takes them, and they change nothing.
@@ -221,8 +221,7 @@ def env_constructors(create_env_fn, num_workers: int | None, owner: str) -> list
     must match its length), or one callable repeated ``num_workers`` times (default 1). An env
     instance is refused: each worker builds its own env."""
     for fn in create_env_fn if isinstance(create_env_fn, (list, tuple)) else [create_env_fn]:
-        if isinstance(fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
-            checked_env(fn, owner, given=True)
+        refuse_torchrl_env(fn, owner)
     if isinstance(create_env_fn, EnvBase):
         raise TypeError(
             f"{owner}: create_env_fn must be callables that build the env in the worker, "

@@ -49,7 +49,7 @@ from reap.collectors.trajectories import (
     mark_truncated,
     split_trajectories,
 )
-from reap.envs.base import EnvBase, checked_env, is_hidden
+from reap.envs.base import EnvBase, checked_env, is_hidden, refuse_torchrl_env
 from reap.envs.serial import SerialEnv
 from reap.plugins import get_collector_backend, hook
 from reap.weight_update import VanillaWeightUpdater, WeightUpdaterBase, weights_from_update_args
@@ -116,8 +116,7 @@ def make_env(create_env_fn, create_env_kwargs=None) -> EnvBase:
             return make_env(create_env_fn[0], create_env_kwargs)
         return SerialEnv(len(create_env_fn), list(create_env_fn), create_env_kwargs=create_env_kwargs)
     if callable(create_env_fn):
-        if isinstance(create_env_fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
-            checked_env(create_env_fn, "Collector", given=True)
+        refuse_torchrl_env(create_env_fn, "Collector")
         return checked_env(create_env_fn(**(create_env_kwargs or {})), "Collector")
     raise TypeError(
         f"create_env_fn must be an EnvBase, a callable returning one or a list of callables, "

@@ -58,7 +58,7 @@ from reap.envs.env_specs import FLAG_KEYS, EnvSpecs
 from reap.specs import Composite, TensorSpec, Unbounded
 from reap.specs.base import _ordinal
 
-__all__ = ["FLAG_KEYS", "HIDDEN_PREFIX", "EnvBase", "checked_env", "is_hidden"]
+__all__ = ["FLAG_KEYS", "HIDDEN_PREFIX", "EnvBase", "checked_env", "is_hidden", "refuse_torchrl_env"]
 
 #: Prefix of the array keys that transforms keep out of sight (an excluded or replaced entry).
 HIDDEN_PREFIX = "_hidden:"
@@ -874,6 +874,13 @@ def _write(array: np.ndarray, t: int, value, mask: np.ndarray | None) -> None:
 
 def _is_torchrl_env(obj) -> bool:
     return any(cls.__name__ == "EnvBase" and cls.__module__.startswith("torchrl.envs") for cls in type(obj).__mro__)
+
+
+def refuse_torchrl_env(create_env_fn, owner: str) -> None:
+    """A TypeError with the fix when ``create_env_fn`` is a TorchRL env: an ``nn.Module``, so
+    callable, but calling it is not building an env."""
+    if _is_torchrl_env(create_env_fn):
+        checked_env(create_env_fn, owner, given=True)
 
 
 def checked_env(env, owner: str, *, given: bool = False) -> EnvBase:

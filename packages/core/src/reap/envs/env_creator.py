@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
-
-from reap.envs.base import EnvBase, checked_env
+from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
 
 
 class EnvCreator:
@@ -37,8 +35,7 @@ class EnvCreator:
 
     def __init__(self, create_env_fn: Callable[..., EnvBase], create_env_kwargs: dict | None = None,
                  share_memory: bool = True, **kwargs):
-        if isinstance(create_env_fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
-            checked_env(create_env_fn, "EnvCreator", given=True)
+        refuse_torchrl_env(create_env_fn, "EnvCreator")
         if isinstance(create_env_fn, EnvBase) or not callable(create_env_fn):
             raise TypeError(
                 f"EnvCreator: create_env_fn must be a callable returning an env, got {create_env_fn!r}"

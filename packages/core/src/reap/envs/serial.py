@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from reap.envs.base import EnvBase, checked_env
+from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
 
 
 def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[EnvBase]:
@@ -34,8 +34,7 @@ def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[E
     for fn, kwargs in zip(fns, kwargs_list):
         if not callable(fn):
             raise TypeError(f"create_env_fn must be callable (a function returning an env), got {fn!r}")
-        if isinstance(fn, torch.nn.Module):  # a TorchRL env: callable, but not a constructor
-            checked_env(fn, "SerialEnv", given=True)
+        refuse_torchrl_env(fn, "SerialEnv")
         envs.append(checked_env(fn(**kwargs), "SerialEnv"))
     return envs
 
