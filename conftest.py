@@ -30,11 +30,13 @@ _ONE_TEST_PROCESS = {"packages/collectors-ray/tests": "ray"}
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Schedule a file at a time on a test process (``--dist loadgroup``), and every file of reap-ray
-    on the same one: its modules share one local Ray there, and two Rays starting beside the
-    suite's other processes on two cores left an actor unready after 120 s in CI."""
+    """Schedule a file at a time on a test process (``--dist loadgroup``), and every test that starts
+    a Ray (reap-ray's files, and the tests marked ``ray``) on the same one: reap-ray's modules share
+    one local Ray there, and two Rays starting beside the suite's other processes on two cores left
+    an actor unready after 120 s in CI (twice: a reap-ray module's beside the README example's, then
+    beside test_signal_handlers[ray]'s)."""
     root = config.rootpath
     for item in items:
         file = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
         group = next((name for folder, name in _ONE_TEST_PROCESS.items() if file.startswith(folder + "/")), file)
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group("ray" if item.get_closest_marker("ray") else group))

@@ -61,7 +61,8 @@ def test_ppo_solves_cartpole_on_the_mp_backend(run_example):
     assert max(entry["logprob_lag"] for entry in summary["log"]) < 1e-4
 
 
-@pytest.mark.parametrize("backend", ["local", "threads", *REMOTE])
+# the remote runs share one fixture, so they all run where the Ray tests run
+@pytest.mark.parametrize("backend", ["local", "threads", *(pytest.param(b, marks=pytest.mark.ray) for b in REMOTE)])
 def test_weights_reach_the_workers_on_every_backend(run_example, request, backend):
     if backend in REMOTE:
         summary = request.getfixturevalue("remote_summaries")[backend]

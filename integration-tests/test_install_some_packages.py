@@ -190,6 +190,7 @@ except ImportError as exc:
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 def test_core_with_ray_collects_on_a_local_ray_and_leaves_nothing(make_venv):
     from reap_ray.testing import processes_of_session
 

@@ -56,7 +56,9 @@ def test_the_readmes_have_runnable_python_examples():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("readme, index", [(r, i) for r in READMES for i in range(len(python_blocks(r)))])
+@pytest.mark.parametrize("readme, index", [
+    pytest.param(r, i, marks=[pytest.mark.ray] if "RayCollector(" in block else [])
+    for r in READMES for i, block in enumerate(python_blocks(r))])
 def test_readme_example_runs_as_a_file(readme, index, tmp_path):
     block = python_blocks(readme)[index]
     path = tmp_path / "example.py"

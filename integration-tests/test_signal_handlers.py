@@ -27,7 +27,7 @@ def _on_sigterm(signum, frame):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=pytest.mark.ray) if b == "ray" else b for b in BACKENDS])
 def test_the_programs_signal_handlers_are_kept(backend):
     ours = {signal.SIGINT: _on_sigint, signal.SIGTERM: _on_sigterm}
     previous = {signum: signal.signal(signum, handler) for signum, handler in ours.items()}

@@ -483,7 +483,8 @@ FRAMES = 640_000  # a whole number of 64-frame batches, far more than a run gets
 @pytest.mark.parametrize("signum,backend,to_group", [
     (signal.SIGINT, "mp", True),  # Ctrl-C in a terminal: the workers get it too (one process: in-process tests)
     # kill PID: reap collect must stop its workers itself, whatever runs them
-    *[(signal.SIGTERM, backend, False) for backend in ("local", "mp", "threads", "ray", "rpc", "distributed")],
+    *[(signal.SIGTERM, backend, False) for backend in ("local", "mp", "threads", "rpc", "distributed")],
+    pytest.param(signal.SIGTERM, "ray", False, marks=pytest.mark.ray),
 ], ids=lambda v: v.name if isinstance(v, signal.Signals) else ("group" if v is True else None))
 def test_signal_mid_run_saves_the_frames_so_far(tmp_path, signum, backend, to_group):
     from reap.plugins import collector_backends
