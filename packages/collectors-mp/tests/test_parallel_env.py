@@ -1,11 +1,13 @@
 """ParallelEnv: sub-envs in worker processes behind reap's array API."""
 
+import functools
+
 import pytest
 import torch
 
 from reap import Collector, SerialEnv
 from reap_mp import ParallelEnv, WorkerError
-from reap_testing import constant_policy, env_fn, pid_alive
+from reap_testing import AgentsEnv, constant_policy, env_fn, pid_alive
 
 FAST = "forkserver"
 
@@ -37,6 +39,37 @@ def test_batched_sub_envs_and_rollout():
             assert next(iter(c)).batch_size == (2, 3, 4)
         pids = env.worker_pids
     assert not any(pid_alive(p) for p in pids)
+
+
+def _agents_policy(root_action: bool):
+    """Each agent adds 1; the root action (when the env has one) is 1 too."""
+    def policy(td):
+        td.set(("agents", "action"), torch.ones(2, 2, 3, dtype=torch.int64))
+        return td.set("action", torch.ones(2, 2, 1, dtype=torch.int64)) if root_action else td
+    return policy
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+@pytest.mark.parametrize("root_action", [False, True], ids=["nested-action", "several-actions"])
+def test_nested_keys_and_several_actions_step_as_in_serial_env(shared_memory, root_action):
+    # TorchRL's multi-agent layout: a group with its own batch dims, done flags and reward; with
+    # root_action there is no single action key, so the workers read every action from root
+    make = functools.partial(AgentsEnv, root_action=root_action)
+    with ParallelEnv(2, make, shared_memory=shared_memory, mp_start_method=FAST) as env:
+        assert env.full_action_spec == SerialEnv(2, make).full_action_spec
+        assert env.full_done_spec["agents"].shape == (2, 2, 3)
+        got = env.rollout(4, _agents_policy(root_action), break_when_any_done=False)
+    want = SerialEnv(2, make).rollout(4, _agents_policy(root_action), break_when_any_done=False)
+    assert set(got.keys(True, True)) == set(want.keys(True, True))
+    assert (got == want).all()
+    # counts 1, 2, 3 (done at 3, reset), 1
+    assert got["next", "agents", "obs"][0, 0, :, 0, 0].tolist() == [1.0, 2.0, 3.0, 1.0]
+
+
+def test_sub_envs_of_different_layouts_are_refused():
+    with pytest.raises(ValueError, match=r"ParallelEnv: every sub-env must have the same batch size and keys, with "
+                                         r"the same shapes and dtypes; sub-env 1's differ from sub-env 0's"):
+        ParallelEnv(2, [env_fn(), env_fn(batch=3)], mp_start_method=FAST)
 
 
 def test_sub_env_error_names_the_worker():

@@ -1,6 +1,8 @@
-"""A TorchRL-style custom env with nested keys, an agents' group and its own done flags, run by
-reap's ``EnvBase`` (no TorchRL needed): key lists, specs, resets of some envs, rollouts, the
+"""A TorchRL-style custom env with nested keys, an agents' group and its own done flags
+(reap_testing's ``AgentsEnv``), run by reap's ``EnvBase`` (no TorchRL needed): key lists, specs, resets of some envs, rollouts, the
 env's ``step_mdp`` and ``check_env_specs``, as TorchRL's ``EnvBase`` runs such an env."""
+
+import functools
 
 import pytest
 import torch
@@ -9,37 +11,7 @@ from tensordict import TensorDict
 from reap.envs import EnvBase
 from reap.envs.utils import check_env_specs
 from reap.specs import Categorical, Composite, Unbounded
-
-
-class Agents(EnvBase):
-    """Two envs of three agents; each agent counts its actions and is done at ``limit``."""
-
-    def __init__(self, limit: int = 3):
-        super().__init__(batch_size=(2,))
-        self.limit = limit
-        group = (2, 3)
-        self.observation_spec = Composite(
-            agents=Composite(obs=Unbounded(shape=(*group, 1)), shape=group), shape=(2,))
-        self.action_spec = Composite(agents=Composite(action=Categorical(3, shape=group), shape=group), shape=(2,))
-        self.reward_spec = Composite(agents=Composite(reward=Unbounded(shape=(*group, 1)), shape=group), shape=(2,))
-        self.done_spec = Composite(
-            done=Categorical(2, shape=(2, 1), dtype=torch.bool),
-            agents=Composite(done=Categorical(2, shape=(*group, 1), dtype=torch.bool), shape=group), shape=(2,))
-        self.register_buffer("count", torch.zeros(*group, 1))
-
-    def _reset(self, tensordict):
-        reset = torch.ones(2, dtype=torch.bool) if tensordict is None else tensordict.get("_reset").reshape(2)
-        self.count[reset] = 0
-        return TensorDict({"agents": TensorDict(obs=self.count.clone(), batch_size=(2, 3))}, batch_size=(2,))
-
-    def _step(self, tensordict):
-        self.count += tensordict["agents", "action"].unsqueeze(-1)
-        done = self.count >= self.limit
-        agents = TensorDict(obs=self.count.clone(), reward=self.count.clone(), done=done, batch_size=(2, 3))
-        return TensorDict(agents=agents, done=done.all(1), batch_size=(2,))
-
-    def _set_seed(self, seed):
-        torch.manual_seed(seed)
+from reap_testing import AgentsEnv
 
 
 def ones(td):
@@ -47,7 +19,7 @@ def ones(td):
 
 
 def test_keys_and_specs_of_a_nested_env():
-    env = Agents()
+    env = AgentsEnv()
     assert env.action_keys == [("agents", "action")] and env.action_key == ("agents", "action")
     assert env.reward_keys == [("agents", "reward")] and env.observation_keys == [("agents", "obs")]
     assert env.done_keys == ["done", "terminated", ("agents", "done"), ("agents", "terminated")]
@@ -60,7 +32,7 @@ def test_keys_and_specs_of_a_nested_env():
 
 
 def test_rollout_of_a_nested_env():
-    env = Agents()
+    env = AgentsEnv()
     td = env.rollout(5, ones)
     assert td.batch_size == (2, 3) and td.names == [None, "time"]  # stopped at the first done step
     assert td["next", "agents", "obs"][0, :, 0, 0].tolist() == [1.0, 2.0, 3.0]
@@ -75,7 +47,7 @@ def test_rollout_of_a_nested_env():
 
 
 def test_reset_of_some_envs_and_step_mdp():
-    env = Agents()
+    env = AgentsEnv()
     env.reset()
     stepped = env.step(env.rand_action(env.reset()).update(
         {("agents", "action"): torch.tensor([[2, 2, 2], [0, 0, 0]])}))
@@ -93,7 +65,7 @@ def test_reset_of_some_envs_and_step_mdp():
 
 
 def test_class_level_specs_are_the_instance_s():
-    class Preset(Agents):
+    class Preset(AgentsEnv):
         _output_spec = Composite(full_observation_spec=Composite(extra=Unbounded(shape=(1,))))
 
         def __init__(self):
@@ -123,24 +95,16 @@ def test_a_transformed_nested_env_keeps_each_group_s_batch_size():
     from reap.envs import SerialEnv, TransformedEnv
     from reap.envs.transforms import RewardSum
 
-    env = TransformedEnv(Agents(), RewardSum(in_keys=[("agents", "reward")]))
+    env = TransformedEnv(AgentsEnv(), RewardSum(in_keys=[("agents", "reward")]))
     assert env.reset()["agents"].batch_size == (2, 3)
     rollout = env.rollout(3, ones)
     assert rollout["agents"].batch_size == rollout["next", "agents"].batch_size == (2, 3, 3)
     assert rollout["next", "agents", "episode_reward"][0, :, 0].flatten().tolist() == [1.0, 3.0, 6.0]
-    serial = SerialEnv(2, Agents)  # two batch dims above each group
+    serial = SerialEnv(2, AgentsEnv)  # two batch dims above each group
     assert serial.reset()["agents"].batch_size == (2, 2, 3)
     assert serial.rollout(2, lambda td: td.set(("agents", "action"), torch.ones(2, 2, 3, dtype=torch.int64))
                           )["next", "agents", "obs"].shape == (2, 2, 2, 3, 1)
 
-
-
-class TwoActions(Agents):
-    """Agents with a second action, at the root: the env has no single action key."""
-
-    def __init__(self):
-        super().__init__()
-        self.full_action_spec["action"] = Categorical(2, shape=(2, 1))
 
 
 def test_a_transformed_serial_env_of_several_actions_steps():
@@ -151,6 +115,6 @@ def test_a_transformed_serial_env_of_several_actions_steps():
         return td.set(("agents", "action"), torch.ones(2, 2, 3, dtype=torch.int64)).set(
             "action", torch.zeros(2, 2, 1, dtype=torch.int64))
 
-    env = TransformedEnv(SerialEnv(2, TwoActions), RewardSum(in_keys=[("agents", "reward")]))
+    env = TransformedEnv(SerialEnv(2, functools.partial(AgentsEnv, root_action=True)), RewardSum(in_keys=[("agents", "reward")]))
     rollout = env.rollout(3, policy)
     assert rollout["next", "agents", "episode_reward"][1, 0, :, 2].flatten().tolist() == [1.0, 3.0, 6.0]

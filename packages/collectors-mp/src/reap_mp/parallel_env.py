@@ -27,7 +27,7 @@ import torch
 
 from reap.collectors.lifetime import ForkserverUse, track, untrack
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
-from reap.specs import Composite
+from reap.envs.serial import FULL_SPECS, sub_env_layout
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
 
@@ -42,17 +42,13 @@ def env_worker(idx, conn, payload):
         if shared:
             root_td.share_memory_()
             next_td.share_memory_()
-        root = {k: v.numpy() for k, v in root_td.items()}
-        nxt = {k: v.numpy() for k, v in next_td.items()}
-        meta = {
-            "batch_size": env.batch_size, "observation_spec": env.observation_spec,
-            "action_spec": env.action_spec, "reward_spec": env.reward_spec,
-            "root_specs": env.root_specs(), "next_specs": env.next_specs(),
-            "state_keys": tuple(env.state_keys), "action_key": env.action_key,
-            "passthrough_keys": tuple(env.passthrough_keys),
-        }
+        root, nxt = leaf_arrays(root_td, env.root_specs()), leaf_arrays(next_td, env.next_specs())
+        meta = {name: getattr(env, name) for name in FULL_SPECS}
+        meta.update(layout=sub_env_layout(env), root_specs=env.root_specs(), next_specs=env.next_specs(),
+                    state_keys=tuple(env.state_keys), passthrough_keys=tuple(env.passthrough_keys))
         conn.send(("ready", meta, root_td if shared else None, next_td if shared else None))
-        action = root[env.action_key]
+        # with several action keys there is no single action: the env reads them all from root
+        action = root[env.action_key] if len(env.action_keys) == 1 else None
         while True:
             message = conn.recv()
             command = message[0]
@@ -60,7 +56,7 @@ def env_worker(idx, conn, payload):
                 if not shared:
                     for key, value in message[1].items():
                         root[key][0] = value
-                env._step_into(action[0], 0, root, nxt)
+                env._step_into(None if action is None else action[0], 0, root, nxt)
                 conn.send(("k",) if shared else ("k", nxt))
             elif command == "r":
                 if not shared:
@@ -74,6 +70,11 @@ def env_worker(idx, conn, payload):
                 break
             else:
                 raise ValueError(f"unknown command {command!r}")
+
+
+def leaf_arrays(td, specs: dict) -> dict:
+    """Numpy views of ``td``'s leaves, by the leaf keys of the array API (nested keys are tuples)."""
+    return {key: td.get(key).numpy() for key in specs}
 
 
 class ParallelEnv(EnvBase):
@@ -129,27 +130,26 @@ class ParallelEnv(EnvBase):
             self.close()
             raise
         meta = ready[0][1]
-        for _, other, _, _ in ready[1:]:
-            if other["batch_size"] != meta["batch_size"] or set(other["root_specs"]) != set(meta["root_specs"]):
+        for i, (_, other, _, _) in enumerate(ready[1:], start=1):
+            if other["layout"] != meta["layout"]:
                 self.close()
-                raise ValueError("ParallelEnv: every sub-env must have the same batch size and keys")
+                raise ValueError(f"ParallelEnv: every sub-env must have the same batch size and keys, with the same "
+                                 f"shapes and dtypes; sub-env {i}'s differ from sub-env 0's")
         self._w_root = [r[2] for r in ready]
         self._w_next = [r[3] for r in ready]
-        self._w_root_np = [None if td is None else {k: v.numpy() for k, v in td.items()} for td in self._w_root]
-        self._w_next_np = [None if td is None else {k: v.numpy() for k, v in td.items()} for td in self._w_next]
-        batch = (num_workers, *meta["batch_size"])
-        super().__init__(batch_size=batch)
-        self.action_key = meta["action_key"]
-        self.observation_spec = Composite(
-            {k: v.expand(num_workers, *v.shape) for k, v in meta["observation_spec"].items()}, shape=batch
-        )
-        self.action_spec = meta["action_spec"].expand(num_workers, *meta["action_spec"].shape)
-        self.reward_spec = meta["reward_spec"].expand(num_workers, *meta["reward_spec"].shape)
+        self._w_root_np = [None if td is None else leaf_arrays(td, meta["root_specs"]) for td in self._w_root]
+        self._w_next_np = [None if td is None else leaf_arrays(td, meta["next_specs"]) for td in self._w_next]
+        super().__init__(batch_size=(num_workers, *meta["layout"][0]))
+        for name in FULL_SPECS:
+            setattr(self, name, meta[name].expand(num_workers, *meta[name].shape))
+        self._action_key = self.action_key if len(self.action_keys) == 1 else None
         plain_root, plain_next = EnvBase.root_specs(self), EnvBase.next_specs(self)
         self._extra_root = {k: v for k, v in meta["root_specs"].items() if k not in plain_root}
         self._extra_next = {k: v for k, v in meta["next_specs"].items() if k not in plain_next}
         self._state_keys = meta["state_keys"]
         self._sub_root_keys = tuple(meta["root_specs"])
+        # what a reset writes back: the caller's root may hold more (policy outputs), and its actions stay
+        self._reset_keys_back = tuple(k for k in self._sub_root_keys if k not in set(self.action_keys))
         self._passthrough = meta["passthrough_keys"]
         # the sub-envs do not write passthrough entries (e.g. a TensorDictPrimer's): the caller's
         # "next" arrays hold them already (the root's value, or what the policy wrote)
@@ -200,11 +200,13 @@ class ParallelEnv(EnvBase):
                 w_root = self._w_root_np[i]
                 for key, dest in w_root.items():
                     dest[0] = root[key][t][i]
-                w_root[self.action_key][0] = action[i]
+                if action is not None:
+                    w_root[self._action_key][0] = action[i]
                 self._send(i, ("s",))
             else:
                 data = {key: root[key][t][i] for key in self._sub_root_keys}
-                data[self.action_key] = action[i]
+                if action is not None:
+                    data[self._action_key] = action[i]
                 self._send(i, ("s", data))
         replies = self._gather(range(n))
         for i in range(n):
@@ -230,9 +232,8 @@ class ParallelEnv(EnvBase):
         replies = self._gather(ids)
         for i, reply in zip(ids, replies):
             source = self._w_root_np[i] if self.shared_memory else reply[1]
-            for key in self._sub_root_keys:  # the caller's root may hold more (policy outputs)
-                if key != self.action_key:
-                    root[key][t][i] = source[key][0]
+            for key in self._reset_keys_back:
+                root[key][t][i] = source[key][0]
 
     def set_seed(self, seed=None, static_seed=False):
         """Seed the sub-envs one after the other (like ``SerialEnv``); returns the next seed."""

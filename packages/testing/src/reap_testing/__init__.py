@@ -1,7 +1,15 @@
 """Helpers shared by reap's test suites (internal, not published)."""
 
 from reap_testing.buffers import BatchSink
-from reap_testing.envs import BusyEchoEnv, BusyEnv, CountingEnv, EchoEnv, FaultyEnv, env_fn
+from reap_testing.envs import (
+    AgentsEnv,
+    BusyEchoEnv,
+    BusyEnv,
+    CountingEnv,
+    EchoEnv,
+    FaultyEnv,
+    env_fn,
+)
 from reap_testing.faults import FAULTS, hold_lock_and_die, inject_fault
 from reap_testing.leaks import (
     child_pids,
@@ -19,7 +27,7 @@ from reap_testing.leaks import (
 from reap_testing.policies import ConstantPolicy, FaultyPolicy, RaisingPolicy, constant_policy
 from reap_testing.waiting import wait_until
 
-__all__ = ["FAULTS", "BatchSink", "BusyEchoEnv", "BusyEnv", "ConstantPolicy", "CountingEnv", "EchoEnv",
+__all__ = ["FAULTS", "AgentsEnv", "BatchSink", "BusyEchoEnv", "BusyEnv", "ConstantPolicy", "CountingEnv", "EchoEnv",
            "FaultyEnv", "FaultyPolicy", "RaisingPolicy", "child_pids", "children_but_tracker", "constant_policy",
            "env_fn", "group_left", "group_pids", "hold_lock_and_die", "inject_fault", "listening_addresses",
            "pid_alive", "shm_left_by_us", "shm_mapped_by", "shm_segments", "wait_gone", "wait_until",

@@ -4,6 +4,9 @@ They live in an installed package (not a test folder) so that workers started wi
 or ``forkserver``, Ray actors and torch.distributed ranks import them by name.
 
 * :class:`CountingEnv`: a custom env written the TorchRL way (``_reset``/``_step``).
+* :class:`AgentsEnv`: a custom env written the TorchRL way with nested keys: two envs of three
+  agents under ``"agents"``, the agents' own done flags beside the root's, and with
+  ``root_action=True`` a second action at the root (no single action key).
 * :class:`BusyEnv`: each step burns ``step_seconds`` of CPU (scaling benchmarks).
 * :class:`EchoEnv`: a deterministic, seedable env on reap's array API whose reward echoes the
   action, so a batch reveals which policy (which weights) made it. Its observation is ``[steps
@@ -35,7 +38,7 @@ import torch
 from tensordict import TensorDict
 
 from reap import EnvBase
-from reap.specs import Bounded, Composite, Unbounded
+from reap.specs import Bounded, Categorical, Composite, Unbounded
 from reap_testing.faults import FAULTS, inject_fault
 
 
@@ -69,6 +72,43 @@ class CountingEnv(EnvBase):
         return TensorDict(
             observation=self.count.clone(), reward=td["action"].clone(), done=done, terminated=done.clone()
         )
+
+
+class AgentsEnv(EnvBase):
+    """Two envs of three agents; each agent adds its action (0, 1 or 2) to its count, which is its
+    observation and reward, and is done at ``limit``; an env is done when all its agents are.
+
+    With ``root_action=True`` the env also takes a root ``"action"`` (two choices, ignored).
+    """
+
+    def __init__(self, limit: int = 3, root_action: bool = False):
+        super().__init__(batch_size=(2,))
+        self.limit = limit
+        group = (2, 3)
+        self.observation_spec = Composite(
+            agents=Composite(obs=Unbounded(shape=(*group, 1)), shape=group), shape=(2,))
+        self.action_spec = Composite(agents=Composite(action=Categorical(3, shape=group), shape=group), shape=(2,))
+        if root_action:
+            self.full_action_spec["action"] = Categorical(2, shape=(2, 1))
+        self.reward_spec = Composite(agents=Composite(reward=Unbounded(shape=(*group, 1)), shape=group), shape=(2,))
+        self.done_spec = Composite(
+            done=Categorical(2, shape=(2, 1), dtype=torch.bool),
+            agents=Composite(done=Categorical(2, shape=(*group, 1), dtype=torch.bool), shape=group), shape=(2,))
+        self.register_buffer("count", torch.zeros(*group, 1))
+
+    def _reset(self, tensordict):
+        reset = torch.ones(2, dtype=torch.bool) if tensordict is None else tensordict.get("_reset").reshape(2)
+        self.count[reset] = 0
+        return TensorDict({"agents": TensorDict(obs=self.count.clone(), batch_size=(2, 3))}, batch_size=(2,))
+
+    def _step(self, tensordict):
+        self.count += tensordict["agents", "action"].unsqueeze(-1)
+        done = self.count >= self.limit
+        agents = TensorDict(obs=self.count.clone(), reward=self.count.clone(), done=done, batch_size=(2, 3))
+        return TensorDict(agents=agents, done=done.all(1), batch_size=(2,))
+
+    def _set_seed(self, seed):
+        torch.manual_seed(seed)
 
 
 class BusyEnv(EnvBase):

@@ -39,6 +39,16 @@ def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[E
     return envs
 
 
+def sub_env_layout(env: EnvBase) -> tuple:
+    """What sub-envs batched together must share: batch size, and each array's key, shape and dtype."""
+    specs = {**env.root_specs(), **{("next", k): v for k, v in env.next_specs().items()}}
+    return tuple(env.batch_size), {k: (tuple(v.shape), v.dtype) for k, v in specs.items()}
+
+
+#: The specs a batch of sub-envs takes from its first sub-env, each expanded by the number of sub-envs.
+FULL_SPECS = ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec", "full_state_spec")
+
+
 #: TorchRL's ``SerialEnv`` keywords that tune its buffers and processes: one process, no buffers here.
 _TUNING = ("pin_memory", "share_individual_td", "shared_memory", "memmap", "num_threads", "num_sub_threads",
            "non_blocking", "mp_start_method", "use_buffers", "metadata_from_workers", "consolidate", "daemon",
@@ -71,21 +81,15 @@ class SerialEnv(EnvBase):
                              "batches with the collector's storing_device)")
         self.envs = make_envs(num_workers, create_env_fn, create_env_kwargs)
         first = self.envs[0]
-
-        def layout(env):
-            specs = {**env.root_specs(), **{("next", k): v for k, v in env.next_specs().items()}}
-            return env.batch_size, {k: (tuple(v.shape), v.dtype) for k, v in specs.items()}
-
         for env in self.envs[1:]:
-            if layout(env) != layout(first):
+            if sub_env_layout(env) != sub_env_layout(first):
                 raise ValueError(
                     "SerialEnv: every sub-env must have the same batch size and keys, with the same "
                     f"shapes and dtypes; {env!r} differs from {first!r}"
                 )
         batch = (num_workers, *first.batch_size)
         super().__init__(batch_size=batch, device=first.device if device is None else device)
-        for name in ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec",
-                     "full_state_spec"):
+        for name in FULL_SPECS:
             spec = getattr(first, name)
             setattr(self, name, spec.expand(num_workers, *spec.shape))
         plain_root, plain_next = EnvBase.root_specs(self), EnvBase.next_specs(self)
