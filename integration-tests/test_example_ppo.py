@@ -21,10 +21,9 @@ REMOTE = ("ray", "rpc", "distributed")
 WEIGHTS_ARGS = ("--total-frames", "6144")
 
 
-@pytest.fixture(scope="module")
-def remote_summaries(tmp_path_factory) -> dict:
+def _remote_summaries(folder: Path) -> dict:
     """The example on each remote backend, one after the other in one fresh interpreter."""
-    out = tmp_path_factory.mktemp("ppo") / "summaries.json"
+    out = folder / "summaries.json"
     script = textwrap.dedent(f"""
         import json, sys, traceback
         import cloudpickle
@@ -34,7 +33,7 @@ def remote_summaries(tmp_path_factory) -> dict:
         for pickler in (cloudpickle, ray.cloudpickle):  # workers need not find examples/ on their path
             pickler.register_pickle_by_value(example)
         summaries = {{}}
-        for backend in {REMOTE!r}:  # one backend's failure is its test's, not the others'
+        for backend in {REMOTE!r}:  # one backend's failure does not stop the others
             try:
                 summaries[backend] = example.main(example.parse_args(["--backend", backend, *{WEIGHTS_ARGS!r}]))
             except Exception:
@@ -61,14 +60,7 @@ def test_ppo_solves_cartpole_on_the_mp_backend(run_example):
     assert max(entry["logprob_lag"] for entry in summary["log"]) < 1e-4
 
 
-# the remote runs share one fixture, so they all run where the Ray tests run
-@pytest.mark.parametrize("backend", ["local", "threads", *(pytest.param(b, marks=pytest.mark.ray) for b in REMOTE)])
-def test_weights_reach_the_workers_on_every_backend(run_example, request, backend):
-    if backend in REMOTE:
-        summary = request.getfixturevalue("remote_summaries")[backend]
-        assert "error" not in summary, summary["error"]
-    else:
-        summary = run_example("ppo_cartpole", "--backend", backend, *WEIGHTS_ARGS)
+def _check_the_weights_reached_the_workers(summary: dict, backend: str) -> None:
     log = summary["log"]
     assert summary["backend"] == backend
     assert [entry["frames"] for entry in log] == [2048, 4096, 6144]
@@ -78,3 +70,22 @@ def test_weights_reach_the_workers_on_every_backend(run_example, request, backen
     assert min(entry["logprob_moved"] for entry in log[:-1]) > 1e-2, log
     if backend != "local":  # the local collector runs the trainer's own actor: no versions to count
         assert [entry["policy_version"] for entry in log] == [[0], [1], [2]]
+
+
+@pytest.mark.parametrize("backend", ["local", "threads"])
+def test_weights_reach_the_workers_on_every_backend(run_example, backend):
+    _check_the_weights_reached_the_workers(run_example("ppo_cartpole", "--backend", backend, *WEIGHTS_ARGS), backend)
+
+
+@pytest.mark.ray
+def test_weights_reach_the_workers_on_every_remote_backend(tmp_path):
+    """Ray, RPC and torch.distributed in one interpreter (one test: their run is one, and a test of
+    its own per backend could run it again on another test process); a failure names its backend."""
+    failures = []
+    for backend, summary in _remote_summaries(tmp_path).items():
+        try:
+            assert "error" not in summary, summary["error"]
+            _check_the_weights_reached_the_workers(summary, backend)
+        except AssertionError as exc:
+            failures.append(f"{backend}: {exc}")
+    assert not failures, "\n\n".join(failures)

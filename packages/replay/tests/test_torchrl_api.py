@@ -527,3 +527,30 @@ def test_two_dimensional_checkpoints(tmp_path):
     with pytest.raises(Exception, match="holds a storage of ndim=2, this buffer's is 1"):
         TensorDictReplayBuffer(storage=LazyMemmapStorage(100), sampler=SamplerWithoutReplacement()).loads(
             tmp_path / "copy")
+
+
+@pytest.mark.parametrize("make", [LazyTensorStorage, LazyMemmapStorage])
+def test_stored_items_keep_their_dim_names(make, tmp_path):
+    # TorchRL's rule: the dims of an item keep their names ([T] steps named "time" stay so in
+    # samples, for RewardSum's or split_trajectories' offline use); a storage's own dims have none
+    td = TensorDict({"a": torch.arange(12.0).view(3, 4), ("nested", "b"): torch.zeros(3, 4, 2)}, [3, 4],
+                    names=[None, "time"])
+    rb = TensorDictReplayBuffer(storage=make(10), batch_size=2)
+    rb.extend(td)
+    sample = rb.sample()
+    assert sample.names == [None, "time"] and sample["nested"].names == [None, "time"]
+    assert rb[:].names == [None, "time"] and rb[1].names == ["time"]
+    assert rb.storage[torch.tensor([[0, 1]])].names == [None, None, "time"]
+    rb.dumps(tmp_path / "ckpt")
+    from_dump, from_state = TensorDictReplayBuffer(storage=make(10)), TensorDictReplayBuffer(storage=make(10))
+    from_dump.loads(tmp_path / "ckpt")
+    from_state.load_state_dict(rb.state_dict())
+    assert from_dump[:].names == from_state[:].names == [None, "time"]
+    # ndim=2: the "time" dim is the storage's second dim, so items are single steps without names
+    two = TensorDictReplayBuffer(storage=make(12, ndim=2), batch_size=2)
+    two.extend(td)
+    assert two.sample().names == [None] and two[:].names == [None, None]
+    # unnamed items: nothing named
+    plain = TensorDictReplayBuffer(storage=make(10), batch_size=2)
+    plain.extend(TensorDict({"a": torch.zeros(3, 4)}, [3, 4]))
+    assert plain.sample().names == [None, None]

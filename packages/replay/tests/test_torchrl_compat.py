@@ -671,6 +671,18 @@ def two_dimensional_slices(L):
 
 
 @same
+def stored_items_keep_their_dim_names(L):
+    td = TensorDict({"a": torch.arange(12.0).view(3, 4)}, [3, 4], names=[None, "time"])
+    names = []
+    for make in (L.LazyTensorStorage, L.LazyMemmapStorage):
+        for ndim in (1, 2):
+            rb = L.TensorDictReplayBuffer(storage=make(12, ndim=ndim), batch_size=2)
+            rb.extend(td)
+            names.append((rb.sample().names, rb[:].names, rb[0].names if ndim == 1 else None))
+    return names
+
+
+@same
 def max_value_writer_refuses_two_dimensions(L):
     return raised(L.ReplayBuffer, storage=L.LazyTensorStorage(12, ndim=2), writer=L.TensorDictMaxValueWriter())
 

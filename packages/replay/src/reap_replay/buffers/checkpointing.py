@@ -126,6 +126,7 @@ def _storage_meta(rb, path: Path, tensors: dict, checksum: bool) -> dict:
     meta["tds"] = []
     if s._leaves is not None:
         meta["item_dims"] = list(s._storage.batch_size[1:])
+        meta["item_names"] = s._item_names
         for key, value in s._storage.items(include_nested=True):
             if isinstance(value, TensorDictBase):
                 k = key if isinstance(key, tuple) else (key,)
@@ -305,6 +306,9 @@ def _rows_of(meta: dict, tensors: dict, n: int):
         data.set(tuple(e["key"]), TensorDict(batch_size=[n, *e["item_dims"]]))
     for key, value in leaves.items():
         data.set(key, value)
+    names = meta.get("item_names")  # absent from checkpoints written before items kept their names
+    if names:
+        data.names = [None] * (data.batch_dims - len(names)) + names
     return data
 
 

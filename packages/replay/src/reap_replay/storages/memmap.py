@@ -153,6 +153,7 @@ class LazyMemmapStorage(TensorStorage):
             "ndim": self.ndim,
             "asked_max_size": self._asked_max_size,
             "item_dims": item_dims,
+            "item_names": self._item_names,
             "tds": tds,
             "leaves": [
                 {
@@ -300,6 +301,9 @@ class LazyMemmapStorage(TensorStorage):
                 )
             for key, value in leaves.items():
                 storage.set(key, value)
+            names = layout.get("item_names")
+            if names:
+                storage.names = [None] * (storage.batch_dims - len(names)) + names
         return {
             "rows": max_rows,
             "storage": storage,
@@ -425,7 +429,11 @@ def _read_layout(scratch_dir: Path) -> dict:
     if len(files) != len(leaves) or _PROGRESS in files or _LAYOUT in files:
         raise CheckpointError(f"{file}: leaves name the same or reserved files")
     if layout["kind"] == "tensordict":
-        sizes(layout.get("item_dims"), "item_dims")
+        item_dims = sizes(layout.get("item_dims"), "item_dims")
+        names = layout.get("item_names")  # absent from storages written before items kept their names
+        if names is not None and (not isinstance(names, list) or len(names) > len(item_dims)
+                                  or not all(n is None or isinstance(n, str) for n in names)):
+            raise CheckpointError(f"{file}: item_names is {names!r}, not a list of dim names")
         tds = layout.get("tds")
         if not isinstance(tds, list):
             raise CheckpointError(f"{file}: tds is {tds!r}, not a list")

@@ -117,6 +117,7 @@ class TensorStorage(Storage):
         self._flat: list = []  # [(name, buffer, row shape, dtype)], in the order _checked reads
         self._spec = None
         self._root: _Leaf | None = None  # the storage itself, when it is one tensor
+        self._item_names: list | None = None  # the stored items' dim names, if they have any
         if storage is not None:
             self._attach(storage)
             self._len = self._max_rows  # a given storage is full, as in TorchRL
@@ -141,6 +142,8 @@ class TensorStorage(Storage):
                 f"storage has {storage.shape[0]} rows but max_size={self._max_rows}; they must match"
             )
         self._storage = storage
+        names = storage.names[self.ndim:] if isinstance(storage, TensorDictBase) else []
+        self._item_names = names if any(name is not None for name in names) else None
         if isinstance(storage, TensorDictBase):
             self._leaves = list(storage.items(include_nested=True, leaves_only=True))
             self._spec = self._make_spec(storage)
@@ -238,6 +241,10 @@ class TensorStorage(Storage):
                 batch_size=[self._max_rows, *example.batch_size], device=self.device
             )
             self._fill_nested(storage, example, bufs)
+            # the item's dim names stay (TorchRL's): a sampled trajectory keeps its "time" dim
+            item_names = example.names[self.ndim - 1:]
+            if any(name is not None for name in item_names):
+                storage.names = [None] * self.ndim + item_names
         elif isinstance(example, torch.Tensor):
             storage = self._alloc((self._max_rows, *example.shape), example.dtype, "_")
         else:
@@ -455,7 +462,7 @@ class TensorStorage(Storage):
         if self._leaves is None:
             return fn(self._root)
         out = self._assemble(self._spec, fn, lead)
-        return out if self._codec is None else self._decode(out)
+        return self._named(out if self._codec is None else self._decode(out))
 
     def _get_items(self, index: tuple):
         """The items at ``(rows, columns, ...)`` (index tensors of one shape)."""
@@ -465,7 +472,13 @@ class TensorStorage(Storage):
         if self._item_spec is None:
             return fn(self._item_root)
         out = self._assemble(self._item_spec, fn, shape)
-        return out if self._codec is None else self._decode(out)
+        return self._named(out if self._codec is None else self._decode(out))
+
+    def _named(self, out):
+        """``out`` with the stored items' dim names on its last dims."""
+        if self._item_names is not None:
+            out.names = [None] * (out.batch_dims - len(self._item_names)) + self._item_names
+        return out
 
     def get_item_leaf(self, key):
         """One TensorDict entry with one row per item (a view; with ``ndim`` 1, :meth:`get_leaf`)."""
@@ -493,13 +506,15 @@ class TensorStorage(Storage):
         if isinstance(storage, TensorDictBase):
             item_dims = list(storage.batch_size[1:])
             storage = storage.to_dict()
-        return {"_storage": storage, "_item_dims": item_dims, "_len": self._len,
+        return {"_storage": storage, "_item_dims": item_dims, "_item_names": self._item_names, "_len": self._len,
                 "initialized": self.initialized}
 
     def load_state_dict(self, state_dict: dict) -> None:
         storage = state_dict["_storage"]
         if isinstance(storage, dict):
             storage = TensorDict(storage, batch_size=[_rows_in(storage), *state_dict.get("_item_dims", [])])
+            if state_dict.get("_item_names"):
+                storage.names = [None] * self.ndim + state_dict["_item_names"]
         if storage is not None:
             if self._storage is None:
                 self._init_from(storage[0])
