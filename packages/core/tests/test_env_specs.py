@@ -20,17 +20,15 @@ def pendulum_envs():
     yield "GymEnv-vector", lambda: GymEnv("Pendulum-v1", num_envs=3), (3,)
     yield "SerialEnv", lambda: SerialEnv(2, lambda: GymEnv("Pendulum-v1")), (2,)
     # forkserver: the workers fork from a server that imported reap once, instead of each importing it
-    yield pytest.param("ParallelEnv", lambda: ParallelEnv(2, functools.partial(GymEnv, "Pendulum-v1"),
-                                                          mp_start_method="forkserver"), (2,),
-                       marks=pytest.mark.xfail(strict=True, reason="ParallelEnv does not take its workers' done_spec "
-                                               "(GymEnv's has truncated, EnvBase's default not)"))
+    yield "ParallelEnv", lambda: ParallelEnv(2, functools.partial(GymEnv, "Pendulum-v1"),
+                                             mp_start_method="forkserver"), (2,)
     yield "TransformedEnv", lambda: TransformedEnv(GymEnv("Pendulum-v1"), reap.StepCounter()), ()
 
 
 ENVS = list(pendulum_envs())
 
 
-@pytest.mark.parametrize("name,make,batch", ENVS, ids=[e.values[0] if hasattr(e, "values") else e[0] for e in ENVS])
+@pytest.mark.parametrize("name,make,batch", ENVS, ids=[e[0] for e in ENVS])
 def test_spec_api_on_every_env(name, make, batch):
     env = make()
     try:
