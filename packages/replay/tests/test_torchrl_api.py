@@ -554,3 +554,27 @@ def test_stored_items_keep_their_dim_names(make, tmp_path):
     plain = TensorDictReplayBuffer(storage=make(10), batch_size=2)
     plain.extend(TensorDict({"a": torch.zeros(3, 4)}, [3, 4]))
     assert plain.sample().names == [None, None]
+
+
+def test_a_list_storage_takes_a_write_that_wraps_past_its_end():
+    # TorchRL's values: the items go round the ring in order, so the last max_size stay
+    rb = ReplayBuffer(storage=ListStorage(3))
+    rb.extend(torch.arange(5))  # empty storage: the write starts past its end
+    assert len(rb) == 3 and [int(x) for x in rb.storage._storage] == [3, 4, 2] and rb.writer._cursor == 2
+    rb = ReplayBuffer(storage=ListStorage(4))
+    rb.extend([1, 2])
+    index = rb.extend(["a", "b", "c", "d", "e"])
+    assert rb[:] == ["c", "d", "e", "b"] and rb.writer._cursor == 3 and index.tolist() == [2, 3, 0, 1, 2]
+
+
+def test_a_tensor_storage_over_a_tensordict_without_entries_takes_them_from_the_first_write():
+    # TorchRL's pre-allocated storage (TorchRL's ensemble tests build them so): full from the start
+    rb = ReplayBuffer(storage=TensorStorage(TensorDict(batch_size=[100])), batch_size=4)
+    assert len(rb) == 100
+    rb.extend(TensorDict({"root": torch.arange(90)}, [90]))
+    assert len(rb) == 100 and rb[:3]["root"].tolist() == [0, 1, 2] and rb[95]["root"].item() == 0
+    rb.extend(TensorDict({"root": torch.arange(20)}, [20]))
+    assert rb[88:92]["root"].tolist() == [88, 89, 0, 1] and rb.writer._cursor == 10
+    with pytest.raises(ValueError, match=r"TensorStorage: a TensorDict without entries gives the rows of an "
+                                         r"ndim=1 storage; for ndim=2 use LazyTensorStorage\(max_size, ndim=2\)"):
+        TensorStorage(TensorDict(batch_size=[10, 3]), ndim=2)

@@ -671,6 +671,25 @@ def two_dimensional_slices(L):
 
 
 @same
+def list_storage_write_wrapping_past_its_end(L):
+    rb = L.ReplayBuffer(storage=L.ListStorage(3))
+    rb.extend(torch.arange(5))
+    big = L.ReplayBuffer(storage=L.ListStorage(100))
+    big.extend(torch.arange(5))
+    big.extend(torch.arange(202))
+    return len(rb), list(rb.storage._storage), rb.writer._cursor, len(big), list(big.storage._storage), big.writer._cursor
+
+
+@same
+def tensor_storage_over_a_tensordict_without_entries(L):
+    rb = L.ReplayBuffer(storage=L.TensorStorage(TensorDict(batch_size=[100])), batch_size=4)
+    before = len(rb)
+    rb.extend(TensorDict({"root": torch.arange(90)}, [90]))
+    rb.extend(TensorDict({"root": torch.arange(20)}, [20]))
+    return before, len(rb), rb[:]["root"], rb.writer._cursor
+
+
+@same
 def stored_items_keep_their_dim_names(L):
     td = TensorDict({"a": torch.arange(12.0).view(3, 4)}, [3, 4], names=[None, "time"])
     names = []

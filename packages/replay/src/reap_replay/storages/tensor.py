@@ -100,6 +100,14 @@ class TensorStorage(Storage):
         if storage is None and max_size is None:
             raise ValueError("Expected storage to be non-null.")
         self._codec = None  # how other data (pytrees, tensorclasses) is stored: see _encode
+        # TorchRL's TensorStorage(TensorDict(batch_size=[n])): n rows, full, whose entries come
+        # with the first write (zeros in the rows it does not write)
+        self._rows_without_entries = isinstance(storage, TensorDictBase) and storage.is_empty()
+        if self._rows_without_entries:
+            if self.ndim != 1:
+                raise ValueError(f"TensorStorage: a TensorDict without entries gives the rows of an ndim=1 storage; "
+                                 f"for ndim={self.ndim} use LazyTensorStorage(max_size, ndim={self.ndim})")
+            max_size, storage = storage.shape[0] if max_size is None else max_size, None
         if storage is not None:
             storage = self._encode(storage)
             if max_size is None:
@@ -121,6 +129,8 @@ class TensorStorage(Storage):
         if storage is not None:
             self._attach(storage)
             self._len = self._max_rows  # a given storage is full, as in TorchRL
+        elif self._rows_without_entries:
+            self._len = max_size  # full too
 
     def __len__(self) -> int:
         return self._len * self._cells
@@ -222,6 +232,8 @@ class TensorStorage(Storage):
         return _new_td(source, torch.Size(lead + item_dims), self.device)
 
     def _alloc(self, shape, dtype, key):
+        if self._rows_without_entries:  # rows no write reaches are read: zeros, as TorchRL's
+            return torch.zeros(shape, dtype=dtype, device=self.device)
         return torch.empty(shape, dtype=dtype, device=self.device)
 
     def _init_from(self, example) -> None:

@@ -74,9 +74,11 @@ class RoundRobinWriter(Writer):
         if end <= max_size:
             storage._write(slice(first, end), rows)
         else:
+            # the wrapped head first: a ListStorage grows one item at a time, and before the head
+            # is written, an empty one has no room for a tail that starts past its end
             split = max_size - first
-            storage._write(slice(first, max_size), rows[:split])
             storage._write(slice(0, end - max_size), rows[split:])
+            storage._write(slice(first, max_size), rows[:split])
         self._cursor = (start + n) % max_size
         self._write_count += n
         self._done()
