@@ -230,6 +230,33 @@ def test_pytrees_tensorclasses_and_lists_of_items_in_tensor_storages():
         items.extend([torch.zeros(2), torch.zeros(3)])
 
 
+@tensorclass
+class Transition:
+    obs: torch.Tensor
+    next: Pair
+
+
+@tensorclass
+class Labelled:
+    x: torch.Tensor
+    text: str
+
+
+@pytest.mark.parametrize("make", [LazyTensorStorage, LazyMemmapStorage])
+def test_a_nested_tensorclass_comes_back_with_its_classes(make):
+    data = Transition(obs=torch.arange(12.0).view(3, 4), batch_size=[3, 4],
+                      next=Pair(x=-torch.arange(12.0).view(3, 4), y=torch.zeros(3, 4, 2), batch_size=[3, 4]))
+    storage = make(10)
+    storage.set(list(range(3)), data)
+    got = storage.get([1])
+    assert type(got) is Transition and type(got.next) is Pair and got.shape == (1, 4)
+    assert got.next.x.tolist() == [[-4.0, -5.0, -6.0, -7.0]] and got.obs.tolist() == [[4.0, 5.0, 6.0, 7.0]]
+    # a str field is not a tensor: refused, naming it (TorchRL keeps one string per item)
+    with pytest.raises(TypeError, match=r"^LazyTensorStorage stores tensors: the tensorclass field 'text' holds "
+                                        r"NonTensorData data; keep it out of the stored data, or use ListStorage$"):
+        LazyTensorStorage(10).set(range(3), Labelled(x=torch.arange(3), text="some text", batch_size=[3]))
+
+
 def test_memmap_cleanup(tmp_path):
     s = LazyMemmapStorage(4, scratch_dir=tmp_path / "mm")
     s.set(range(2), torch.zeros(2))

@@ -690,6 +690,30 @@ def tensor_storage_over_a_tensordict_without_entries(L):
 
 
 @same
+def nested_tensorclass_in_tensor_storages(L):
+    from tensordict import tensorclass
+
+    @tensorclass
+    class Inner:
+        a: torch.Tensor
+
+    @tensorclass
+    class Outer:
+        x: torch.Tensor
+        next: Inner
+
+    data = Outer(x=torch.arange(12.0).view(3, 4), batch_size=[3, 4],
+                 next=Inner(a=-torch.arange(12.0).view(3, 4), batch_size=[3, 4]))
+    out = []
+    for make in (L.LazyTensorStorage, L.LazyMemmapStorage):
+        storage = make(10)
+        storage.set(list(range(3)), data)
+        got = storage.get([1])
+        out.append((type(got).__name__, type(got.next).__name__, got.shape, got.x, got.next.a))
+    return out
+
+
+@same
 def stored_items_keep_their_dim_names(L):
     td = TensorDict({"a": torch.arange(12.0).view(3, 4)}, [3, 4], names=[None, "time"])
     names = []

@@ -9,7 +9,14 @@ from __future__ import annotations
 import math
 
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, is_tensorclass
+from tensordict import (
+    LazyStackedTensorDict,
+    TensorDict,
+    TensorDictBase,
+    is_non_tensor,
+    is_tensor_collection,
+    is_tensorclass,
+)
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from reap_replay.storages.base import (
@@ -66,6 +73,25 @@ def _stack(items: list):
         raise ValueError("the elements do not share one tree structure")
     return tree_unflatten([torch.stack(column) for column in zip(*(x for x, _ in leaves))], spec)
 
+
+
+def _plain_tensordict(td: TensorDictBase, owner: str, prefix: tuple = ()) -> tuple[TensorDictBase, dict]:
+    """A tensorclass's TensorDict with its nested tensorclasses as TensorDicts, and their classes by
+    nested key (to make them again on reads); a non-tensor field is refused, naming it."""
+    entries, classes = {}, {}
+    for key, value in td.items():
+        if is_non_tensor(value) or not isinstance(value, torch.Tensor) and not is_tensor_collection(value):
+            raise TypeError(f"{owner} stores tensors: the tensorclass field {'.'.join(prefix + (key,))!r} holds "
+                            f"{type(value).__name__} data; keep it out of the stored data, or use ListStorage")
+        if is_tensorclass(value):
+            classes[prefix + (key,)] = type(value)
+            value = value._tensordict
+        if isinstance(value, TensorDictBase):
+            value, inner = _plain_tensordict(value, owner, prefix + (key,))
+            classes.update(inner)
+        entries[key] = value
+    names = td.names if any(name is not None for name in td.names) else None
+    return TensorDict(entries, td.batch_size, device=td.device, names=names), classes
 
 class TensorStorage(Storage):
     """A storage over pre-allocated tensors: a tensor or a TensorDict with ``max_size`` rows.
@@ -336,8 +362,8 @@ class TensorStorage(Storage):
                 ) from err
             return self._encode(data)
         if is_tensorclass(data):
-            codec = ("tensorclass", type(data))
-            td = data._tensordict
+            td, nested = _plain_tensordict(data._tensordict, type(self).__name__)
+            codec = ("tensorclass", type(data), nested)
         else:
             leaves, spec = tree_flatten(data)
             if not leaves or not all(isinstance(x, torch.Tensor) for x in leaves):
@@ -357,8 +383,10 @@ class TensorStorage(Storage):
         return td
 
     def _decode(self, out):
-        kind, how = self._codec
+        kind, how, *nested = self._codec
         if kind == "tensorclass":
+            for key, cls in sorted(nested[0].items(), key=lambda item: -len(item[0])):  # innermost first
+                out.set(key, cls._from_tensordict(out.get(key)))
             return how._from_tensordict(out)
         return tree_unflatten([out.get(str(i)) for i in range(how.num_leaves)], how)
 
