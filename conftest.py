@@ -1,4 +1,5 @@
-"""Settings the whole test session needs before any test module imports anything.
+"""Settings the whole test session needs before any test module imports anything, and how its
+tests are spread over test processes.
 
 Triton reads ``TRITON_INTERPRET`` when it is first imported, and several packages import it
 indirectly (torch.profiler and torch.compile load torch._inductor, which loads triton). Without a
@@ -13,6 +14,12 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# Ray renices its worker processes to 15, below the raylet's. Here the suite's other test processes
+# run at 0 on two cores, and a Ray actor then gets a few percent of a core: importing torch took
+# it past RayCollector's 120 s start timeout in CI (at niceness 0, 89 s beside six busy processes).
+# Every Ray the suite starts, in a test process or in a program a test runs, inherits this.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +47,6 @@ def pytest_collection_modifyitems(config, items):
         file = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
         group = next((name for folder, name in _ONE_TEST_PROCESS.items() if file.startswith(folder + "/")), file)
         item.add_marker(pytest.mark.xdist_group("ray" if item.get_closest_marker("ray") else group))
+    # the Ray tests first: pytest-xdist hands out groups in the order of their first test, and the
+    # Ray group, the longest by far, must start at once on its process while the others share the rest
+    items[:] = sorted(items, key=lambda item: item.get_closest_marker("xdist_group").args[0] != "ray")
