@@ -605,3 +605,11 @@ def test_a_tensor_storage_over_a_tensordict_without_entries_takes_them_from_the_
     with pytest.raises(ValueError, match=r"TensorStorage: a TensorDict without entries gives the rows of an "
                                          r"ndim=1 storage; for ndim=2 use LazyTensorStorage\(max_size, ndim=2\)"):
         TensorStorage(TensorDict(batch_size=[10, 3]), ndim=2)
+
+
+def test_a_pytree_goes_into_a_two_dimensional_storage():
+    rb = ReplayBuffer(storage=LazyTensorStorage(100, ndim=2), batch_size=4)
+    rb.extend({"x": (torch.arange(24.0).view(4, 3, 2),), "y": [torch.arange(12.0).view(4, 3)]})
+    sample, every = rb.sample(), rb[:]
+    assert len(rb) == 12 and sample["x"][0].shape == (4, 2) and sample["y"][0].shape == (4,)
+    assert torch.equal(every["y"][0], torch.arange(12.0).view(4, 3)) and every["x"][0].shape == (4, 3, 2)

@@ -714,6 +714,13 @@ def nested_tensorclass_in_tensor_storages(L):
 
 
 @same
+def pytree_in_a_two_dimensional_storage(L):
+    rb = L.ReplayBuffer(storage=L.LazyTensorStorage(100, ndim=2), batch_size=4)
+    rb.extend({"x": (torch.arange(24.0).view(4, 3, 2),), "y": [torch.arange(12.0).view(4, 3)]})
+    return len(rb), rb.sample()["y"][0].shape, rb[:]
+
+
+@same
 def stored_items_keep_their_dim_names(L):
     td = TensorDict({"a": torch.arange(12.0).view(3, 4)}, [3, 4], names=[None, "time"])
     names = []

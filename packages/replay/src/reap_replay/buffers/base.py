@@ -117,6 +117,13 @@ def _process_lock():
     return multiprocessing.get_context("spawn").RLock()
 
 
+
+def _on_leaves(data, fn):
+    """``fn(data)`` for a tensor or TensorDict, ``fn`` of each leaf for another pytree (a dict, ...)."""
+    if isinstance(data, (torch.Tensor, TensorDictBase)) or is_tensor_collection(data):
+        return fn(data)
+    return tree_map(fn, data)
+
 class _SharedLock:
     """The lock of a buffer shared with other processes.
 
@@ -330,9 +337,7 @@ class ReplayBuffer(DumpsAliases):
 
     def _transpose(self, data):
         """``[B, T, ...]`` data as ``[T, B, ...]`` rows (``dim_extend`` swapped with 0)."""
-        if isinstance(data, (torch.Tensor, TensorDictBase)) or is_tensor_collection(data):
-            return data.transpose(self.dim_extend, 0)
-        return tree_map(lambda x: x.transpose(self.dim_extend, 0), data)
+        return _on_leaves(data, lambda x: x.transpose(self.dim_extend, 0))
 
     @property
     def initialized(self) -> bool:
@@ -465,7 +470,7 @@ class ReplayBuffer(DumpsAliases):
             return self[:][index]
         with self._lock:
             if self._storage.ndim > 1:  # the [B, T] layout extend() took
-                data = self._transpose(self._storage.get(slice(None)))[index]
+                data = _on_leaves(self._transpose(self._storage.get(slice(None))), lambda x: x[index])
             else:
                 data = self._storage.get(index)
         if isinstance(data, list):

@@ -372,7 +372,7 @@ class TensorStorage(Storage):
                     f"tensors, got {type(data).__name__}; use ListStorage for other objects"
                 )
             codec = ("pytree", spec)
-            td = TensorDict({str(i): x for i, x in enumerate(leaves)}, leaves[0].shape[:1])
+            td = TensorDict({str(i): x for i, x in enumerate(leaves)}, leaves[0].shape[: self.ndim])
         if self._codec is None:
             self._codec = codec
         elif self._codec != codec:
