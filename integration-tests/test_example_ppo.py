@@ -2,8 +2,9 @@
 trainer's weights reach the workers batch after batch.
 
 The example's ``main`` runs in the test's process where that needs no interpreter of its own (the
-mp workers fork from the forkserver, which the earlier tests of the session have started); the Ray, RPC and torch.distributed runs share one
-fresh interpreter, as a user's script would start them, instead of paying one start-up each.
+mp workers fork from the forkserver, which the earlier tests of the session have started); the
+remote backends run in fresh interpreters, as a user's script would start them: Ray in one, on the
+test process of the suite's Ray tests, and RPC and torch.distributed together in another.
 """
 
 import json
@@ -17,12 +18,11 @@ import pytest
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-REMOTE = ("ray", "rpc", "distributed")
 WEIGHTS_ARGS = ("--total-frames", "6144")
 
 
-def _remote_summaries(folder: Path) -> dict:
-    """The example on each remote backend, one after the other in one fresh interpreter."""
+def _remote_summaries(folder: Path, backends: tuple) -> dict:
+    """The example on each of ``backends``, one after the other in one fresh interpreter."""
     out = folder / "summaries.json"
     script = textwrap.dedent(f"""
         import json, sys, traceback
@@ -33,7 +33,7 @@ def _remote_summaries(folder: Path) -> dict:
         for pickler in (cloudpickle, ray.cloudpickle):  # workers need not find examples/ on their path
             pickler.register_pickle_by_value(example)
         summaries = {{}}
-        for backend in {REMOTE!r}:  # one backend's failure does not stop the others
+        for backend in {backends!r}:  # one backend's failure does not stop the others
             try:
                 summaries[backend] = example.main(example.parse_args(["--backend", backend, *{WEIGHTS_ARGS!r}]))
             except Exception:
@@ -45,7 +45,7 @@ def _remote_summaries(folder: Path) -> dict:
                           cwd=out.parent)
     summaries = json.loads(out.read_text()) if out.exists() else {}
     return {backend: summaries.get(backend, {"error": proc.stdout[-2000:] + proc.stderr[-4000:]})
-            for backend in REMOTE}
+            for backend in backends}
 
 
 def test_ppo_solves_cartpole_on_the_mp_backend(run_example):
@@ -77,12 +77,13 @@ def test_weights_reach_the_workers_on_every_backend(run_example, backend):
     _check_the_weights_reached_the_workers(run_example("ppo_cartpole", "--backend", backend, *WEIGHTS_ARGS), backend)
 
 
-@pytest.mark.ray
-def test_weights_reach_the_workers_on_every_remote_backend(tmp_path):
-    """Ray, RPC and torch.distributed in one interpreter (one test: their run is one, and a test of
-    its own per backend could run it again on another test process); a failure names its backend."""
+# Ray on the Ray tests' process; RPC and torch.distributed share one interpreter on another
+@pytest.mark.parametrize("backends", [pytest.param(("ray",), marks=pytest.mark.ray, id="ray"),
+                                      pytest.param(("rpc", "distributed"), id="rpc-distributed")])
+def test_weights_reach_the_workers_on_every_remote_backend(tmp_path, backends):
+    """A failure names its backend."""
     failures = []
-    for backend, summary in _remote_summaries(tmp_path).items():
+    for backend, summary in _remote_summaries(tmp_path, backends).items():
         try:
             assert "error" not in summary, summary["error"]
             _check_the_weights_reached_the_workers(summary, backend)
