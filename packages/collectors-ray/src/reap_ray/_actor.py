@@ -38,6 +38,9 @@ class CollectorActor:
         self.replay_buffer = replay_buffer
         self.max_writes_in_flight = max_writes_in_flight
         self.write_timeout = write_timeout
+        # a prefetched rollout is waited for twice the driver's deadline (as reap-collectors-rpc's
+        # workers): the driver, whose clock starts later, names a hung rollout first
+        self.rollout_wait = 2 * write_timeout
         self.writes: deque = deque()
 
     @property
@@ -50,7 +53,7 @@ class CollectorActor:
 
     def collect(self, weights, version: int, prefetch: bool = False):
         try:
-            batch = self.worker.serve_collect(weights, version, prefetch=prefetch, timeout=self.write_timeout)
+            batch = self.worker.serve_collect(weights, version, prefetch=prefetch, timeout=self.rollout_wait)
             if self.replay_buffer is None:
                 return pack_batch(batch)
             frames = batch.numel()
@@ -62,7 +65,7 @@ class CollectorActor:
     def settle(self, drop: bool = False) -> None:
         """Wait for a prefetched rollout to end; keep its batch (or its error) for the next
         ``collect`` unless ``drop``."""
-        self.worker.settle(drop, timeout=self.write_timeout)
+        self.worker.settle(drop, timeout=self.rollout_wait)
 
     def _write(self, batch) -> None:
         while len(self.writes) >= self.max_writes_in_flight:
