@@ -126,3 +126,25 @@ def test_primer_entries_keep_the_root_value_or_what_the_policy_writes():
         (batch,) = list(collector)
     assert torch.equal(batch["next", "h"], batch["h"] + 1.0)
     assert batch["next", "h"].max() > 1.5  # carried from step to step until a reset
+
+
+def test_torchrl_keywords():
+    make = env_fn()
+    with ParallelEnv(2, make, device="cpu", mp_start_method=FAST, num_threads=4, num_sub_threads=1, use_buffers=True,
+                     pin_memory=False, consolidate=False, non_blocking=True, shutdown_timeout=5.0) as env:
+        assert env.device == torch.device("cpu") and env.batch_size == (2,)
+        assert env.rollout(2)["next", "observation"].shape == (2, 2, 2)
+        env.close(raise_if_closed=False)
+        env.close()  # idempotent: raise_if_closed changes nothing
+    single = ParallelEnv(1, make, serial_for_single=True, mp_start_method=FAST, worker_timeout=5.0)
+    assert type(single) is SerialEnv and single.batch_size == (1,)  # TorchRL's: no process for one env
+    for kwargs, error, match in [
+        ({"device": "cuda"}, ValueError, r"ParallelEnv: device='cuda' is not supported; reap's envs step on the CPU"),
+        ({"policy_proof": len}, ValueError, r"ParallelEnv: policy_proof=.* is not supported \(reap's envs take any"),
+        ({"allow_step_when_done": True}, ValueError, r"allow_step_when_done=True is not supported"),
+        ({"num_sub_threads": 0}, ValueError, r"ParallelEnv: num_sub_threads must be a positive int, got 0"),
+        ({"shutdown_timeout": -1}, ValueError, r"shutdown_timeout must be a non-negative number, got -1"),
+        ({"bogus": 1}, TypeError, r"ParallelEnv got unexpected keyword arguments \['bogus'\]"),
+    ]:
+        with pytest.raises(error, match=match):
+            ParallelEnv(2, make, **kwargs)

@@ -136,15 +136,13 @@ def test_unbatched_reward_without_dims_and_torchrl_specs_are_refused():
         Bare().action_spec = torchrl_data.Bounded(-1.0, 1.0, shape=(1,))
 
 
-def test_specs_set_before_super_init_and_unlocked_batches_are_refused():
+def test_specs_set_before_super_init_and_unlocked_batches():
     class Early(EnvBase):
         def __init__(self):
             self.action_spec = Bounded(-1.0, 1.0, shape=(1,))
             super().__init__()
 
-    with pytest.raises(RuntimeError, match=r"Early: call super\(\).__init__\(batch_size=..., device=...\) before "
-                                           "setting or reading its specs"):
-        Early()
+    assert Early().action_spec == Bounded(-1.0, 1.0, shape=(1,))  # TorchRL's envs may (see the end of the file)
     with pytest.raises(ValueError, match="Bare: reap envs are batch-locked; _batch_locked=False"):
         Bare.__new__(Bare, _batch_locked=False)
 
@@ -156,3 +154,70 @@ def test_specs_set_before_super_init_and_unlocked_batches_are_refused():
     with pytest.raises(ValueError, match=r"Checked: run_type_checks=True is not supported; check the env once with "
                                          r"reap.envs.utils.check_env_specs\(env\)"):
         Checked(run_type_checks=True)
+
+
+def _early_env(base, specs, batch=()):
+    """TorchRL's test envs' way (EnvThatErrorsAfter10Iters): the specs set before ``super().__init__()``."""
+
+    class Early(base):
+        def __init__(self):
+            self.action_spec = specs.Composite(action=specs.Unbounded((*batch, 1)), shape=batch)
+            self.reward_spec = specs.Composite(reward=specs.Unbounded((*batch, 1)), shape=batch)
+            self.done_spec = specs.Composite(done=specs.Unbounded((*batch, 1), dtype=torch.bool), shape=batch)
+            self.observation_spec = specs.Composite(observation=specs.Unbounded((*batch, 1)), shape=batch)
+            super().__init__(batch_size=batch)
+
+        def _reset(self, tensordict, **kwargs):
+            return self.full_observation_spec.zero().update(self.full_done_spec.zero())
+
+        def _step(self, tensordict, **kwargs):
+            obs = tensordict["observation"] + tensordict["action"]
+            return TensorDict(observation=obs, reward=obs.clone(), done=obs > 2.5, terminated=obs > 2.5,
+                              batch_size=self.batch_size)
+
+        def _set_seed(self, seed):
+            pass
+
+    return Early()
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+def test_specs_set_before_super_init_as_torchrl(batch):
+    env = _early_env(EnvBase, reap.specs, batch)
+    assert env.batch_size == batch and env.full_done_spec.shape == batch and env.observation_spec.shape == batch
+    assert env.done_keys == ["done", "terminated"] and env.is_spec_locked
+    policy = TensorDictModule(lambda obs: torch.ones_like(obs), in_keys=["observation"], out_keys=["action"])
+    out = env.rollout(4, policy)
+    assert out["next", "observation"].flatten().tolist() == [1.0, 2.0, 3.0] * max(1, math.prod(batch))
+    torchrl_envs, torchrl_data = pytest.importorskip("torchrl.envs"), pytest.importorskip("torchrl.data")
+    theirs = _early_env(torchrl_envs.EnvBase, torchrl_data, batch)
+    for name in ("full_action_spec", "full_observation_spec", "full_reward_spec", "full_done_spec", "full_state_spec"):
+        assert repr(getattr(env, name)) == repr(getattr(theirs, name)).replace("torchrl", "reap"), name
+    assert (out == theirs.rollout(4, policy)).all()
+
+
+def test_specs_set_before_super_init_errors():
+    class WrongBatch(EnvBase):
+        def __init__(self):
+            self.action_spec = Unbounded((1,))
+            super().__init__(batch_size=(3,))
+
+    with pytest.raises(ValueError, match=r"WrongBatch: the specs set before super\(\).__init__\(\) must have the "
+                                         r"env's batch size \(3,\) as leading dims"):
+        WrongBatch()
+
+    class NoInit(EnvBase):
+        def __init__(self):
+            self.action_spec = Unbounded((1,))
+
+    with pytest.raises(RuntimeError, match=r"NoInit.__init__ must call super\(\).__init__\(batch_size=..., "
+                                           r"device=...\) \(EnvBase's\)"):
+        NoInit()
+
+    class FloatDone(EnvBase):  # reap's rule (top-level done flags are bool), checked once built
+        def __init__(self):
+            self.done_spec = Composite(done=Unbounded((1,)))
+            super().__init__()
+
+    with pytest.raises(ValueError, match=r"done_spec: the 'done' flag must be a torch.bool spec of shape \(1,\)"):
+        FloatDone()

@@ -215,3 +215,31 @@ def test_outputs_are_on_the_env_s_device_as_torchrls():
         assert make(None).rollout(2).device is None
         env = make("cpu")
         assert env.reset().device == env.rollout(2).device == torch.device("cpu")
+
+
+def test_env_creator_meta_data_as_torchrl():
+    import pickle
+
+    from reap import EnvCreator, StepCounter, TransformedEnv
+    from reap.envs.env_creator import EnvMetaData
+
+    creator = EnvCreator(lambda: TransformedEnv(GymEnv("Pendulum-v1"), StepCounter()))
+    meta = creator.meta_data
+    assert isinstance(meta, EnvMetaData) and creator.initialized
+    assert (meta.batch_size, meta.device, meta.batch_locked, meta.supports_set_state, meta.has_dynamic_specs) == (
+        torch.Size([]), None, True, False, False)
+    assert meta.specs["input_spec", "full_action_spec", "action"] == creator.action_spec
+    assert meta.tensordict["_reset"].dtype == torch.bool and meta.tensordict["next", "step_count"].shape == (1,)
+    assert meta.expand(3).batch_size == (3,) and meta.expand(3).specs.shape == (3,) and meta.expand(3)[0].batch_size == ()
+    assert pickle.loads(pickle.dumps(EnvCreator(GymEnv, env_name="CartPole-v1").init_())).meta_data.batch_size == ()
+    with pytest.raises(TypeError, match="EnvCreator.meta_data must be an EnvMetaData, got dict"):
+        creator.meta_data = {}
+    torchrl_envs = pytest.importorskip("torchrl.envs")
+    theirs = torchrl_envs.EnvCreator(
+        lambda: torchrl_envs.TransformedEnv(torchrl_envs.GymEnv("Pendulum-v1"), torchrl_envs.StepCounter())).meta_data
+    assert sorted(map(str, meta.tensordict.keys(True, True))) == sorted(map(str, theirs.tensordict.keys(True, True)))
+    assert meta.device_map == theirs.device_map
+    for key in meta.tensordict.keys(True, True):
+        assert meta.tensordict[key].dtype == theirs.tensordict[key].dtype, key
+    assert repr(meta.specs["input_spec", "full_action_spec"]) == repr(
+        theirs.specs["input_spec", "full_action_spec"]).replace("torchrl", "reap")

@@ -27,7 +27,7 @@ import torch
 
 from reap.collectors.lifetime import ForkserverUse, track, untrack
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
-from reap.envs.serial import FULL_SPECS, sub_env_layout
+from reap.envs.serial import _ONLY, FULL_SPECS, SerialEnv, sub_env_layout
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
 
@@ -44,6 +44,7 @@ def env_worker(idx, conn, payload):
             next_td.share_memory_()
         root, nxt = leaf_arrays(root_td, env.root_specs()), leaf_arrays(next_td, env.next_specs())
         meta = {name: getattr(env, name) for name in FULL_SPECS}
+        meta["device"] = env.device
         meta.update(layout=sub_env_layout(env), root_specs=env.root_specs(), next_specs=env.next_specs(),
                     state_keys=tuple(env.state_keys), passthrough_keys=tuple(env.passthrough_keys))
         conn.send(("ready", meta, root_td if shared else None, next_td if shared else None))
@@ -77,6 +78,11 @@ def leaf_arrays(td, specs: dict) -> dict:
     return {key: td.get(key).numpy() for key in specs}
 
 
+#: TorchRL's ``ParallelEnv`` keywords that tune its own buffers and processes: they change nothing here.
+_TUNING = ("pin_memory", "share_individual_td", "memmap", "num_threads", "non_blocking", "use_buffers",
+           "metadata_from_workers", "consolidate", "daemon")
+
+
 class ParallelEnv(EnvBase):
     """Batch ``num_workers`` envs, each stepping in its own process.
 
@@ -88,14 +94,45 @@ class ParallelEnv(EnvBase):
             over the pipes instead.
         mp_start_method: ``"spawn"`` (default), ``"forkserver"`` or ``"fork"``.
         worker_timeout: seconds a sub-env may take to answer before it is declared stuck.
-        num_threads: torch threads in each worker (default 1).
+        num_sub_threads: torch threads in each worker (default 1), as TorchRL's.
+        device: None or the CPU (reap's envs step on the CPU; move batches with a collector's
+            ``storing_device``).
+        serial_for_single: with ``num_workers=1``, build a ``SerialEnv`` instead (TorchRL's).
+        shutdown_timeout: seconds a worker is given to exit at ``close()`` before it is killed.
+
+    TorchRL's other keywords are taken: those tuning its buffers and processes (``num_threads``,
+    ``use_buffers``, ``pin_memory``, ``consolidate``, ...) change nothing here, and
+    ``policy_proof`` and ``allow_step_when_done`` are taken at their defaults only.
     """
+
+    def __new__(cls, *args, serial_for_single: bool = False, **kwargs):
+        num_workers = kwargs.get("num_workers", args[0] if args else None)
+        if serial_for_single and num_workers == 1:  # TorchRL's: a SerialEnv, of the same batch size
+            fn = kwargs.get("create_env_fn", args[1] if len(args) > 1 else None)
+            keep = {k: v for k, v in kwargs.items() if k not in ("num_workers", "create_env_fn", "worker_timeout")}
+            return SerialEnv(1, fn, **keep)
+        return super().__new__(cls, *args, **kwargs)
 
     def __init__(self, num_workers: int, create_env_fn: Callable | Sequence[Callable], *,
                  create_env_kwargs=None, shared_memory: bool = True, mp_start_method: str | None = None,
-                 worker_timeout: float = 120.0, num_threads: int = 1):
+                 worker_timeout: float = 120.0, num_sub_threads: int = 1, device=None,
+                 serial_for_single: bool = False, shutdown_timeout: float | None = None, **kwargs):
         self._handles: list[WorkerHandle] = []
         self.is_closed = True
+        unknown = sorted(set(kwargs) - set(_TUNING) - set(_ONLY))
+        if unknown:
+            raise TypeError(f"ParallelEnv got unexpected keyword arguments {unknown}")
+        for name, (default, instead) in _ONLY.items():
+            if kwargs.get(name, default) is not default:
+                raise ValueError(f"ParallelEnv: {name}={kwargs[name]!r} is not supported ({instead})")
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(f"ParallelEnv: device={device!r} is not supported; reap's envs step on the CPU (move "
+                             "batches with the collector's storing_device)")
+        if isinstance(num_sub_threads, bool) or not isinstance(num_sub_threads, int) or num_sub_threads < 1:
+            raise ValueError(f"ParallelEnv: num_sub_threads must be a positive int, got {num_sub_threads!r}")
+        if shutdown_timeout is not None and (not isinstance(shutdown_timeout, (int, float)) or shutdown_timeout < 0):
+            raise ValueError(f"ParallelEnv: shutdown_timeout must be a non-negative number, got {shutdown_timeout!r}")
+        self._shutdown_timeout = shutdown_timeout
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"ParallelEnv: num_workers must be a positive int, got {num_workers!r}")
         fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * num_workers
@@ -121,7 +158,7 @@ class ParallelEnv(EnvBase):
         track(self)
         try:
             self._handles = [
-                WorkerHandle(ctx, i, env_worker, (Payload((fn, kw, num_threads, self.shared_memory)),),
+                WorkerHandle(ctx, i, env_worker, (Payload((fn, kw, num_sub_threads, self.shared_memory)),),
                              label="ParallelEnv worker", timeout=worker_timeout)
                 for i, (fn, kw) in enumerate(zip(fns, kwargs))
             ]
@@ -139,7 +176,7 @@ class ParallelEnv(EnvBase):
         self._w_next = [r[3] for r in ready]
         self._w_root_np = [None if td is None else leaf_arrays(td, meta["root_specs"]) for td in self._w_root]
         self._w_next_np = [None if td is None else leaf_arrays(td, meta["next_specs"]) for td in self._w_next]
-        super().__init__(batch_size=(num_workers, *meta["layout"][0]))
+        super().__init__(batch_size=(num_workers, *meta["layout"][0]), device=meta["device"] if device is None else device)
         for name in FULL_SPECS:
             setattr(self, name, meta[name].expand(num_workers, *meta[name].shape))
         self._action_key = self.action_key if len(self.action_keys) == 1 else None
@@ -246,14 +283,19 @@ class ParallelEnv(EnvBase):
             return None
         return first if static_seed else first + self.numel
 
-    def close(self) -> None:
-        """Stop the workers; safe to call twice (also at interpreter exit and on collection)."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Stop the workers; safe to call twice (also at interpreter exit and on collection), so
+        ``raise_if_closed`` (TorchRL's: raise on a closed env) changes nothing."""
         if getattr(self, "_closed_procs", False):
             return
         self._closed_procs = True
         untrack(self)
+        grace = getattr(self, "_shutdown_timeout", None)
         for handle in self._handles:
-            handle.close()
+            if grace is None:
+                handle.close()
+            else:
+                handle.close(grace)
         if getattr(self, "_forkserver", None) is not None:
             self._forkserver.release()
         self._w_root = self._w_next = self._w_root_np = self._w_next_np = []

@@ -75,6 +75,9 @@ class _EnvMeta(type):
     def __call__(cls, *args, **kwargs):
         spec_locked = kwargs.pop("spec_locked", True)
         env = super().__call__(*args, **kwargs)
+        if isinstance(env, EnvBase) and not env.__dict__.get("_specs_initialized"):
+            raise RuntimeError(f"{type(env).__name__}.__init__ must call super().__init__(batch_size=..., "
+                               "device=...) (EnvBase's)")
         env._complete_done_specs()
         env._check_key_collisions()
         env.set_spec_lock_(bool(spec_locked))

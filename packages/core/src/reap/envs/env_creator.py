@@ -17,7 +17,85 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+from tensordict import TensorDictBase
+
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
+from reap.envs.done import replace_last
+
+
+class EnvMetaData:
+    """What an env looks like without the env (TorchRL's ``EnvMetaData``): ``EnvCreator.meta_data``.
+
+    ``specs`` is the env's ``specs`` (``input_spec`` and ``output_spec``) on the CPU, ``tensordict`` a zeroed
+    step (``fake_tensordict()`` with a ``"_reset"`` beside each done flag), ``batch_size``,
+    ``device``, ``env_str`` (the env's ``repr``), ``batch_locked`` and ``device_map`` (each entry's
+    device) as TorchRL's, ``supports_set_state`` False (reap has no ``set_state``).
+    """
+
+    def __init__(self, *, tensordict: TensorDictBase, specs, batch_size, env_str: str, device,
+                 batch_locked: bool = True, device_map: dict | None = None, supports_set_state: bool = False):
+        self.device = device
+        self._tensordict = tensordict
+        self._specs = specs
+        self.batch_size = torch.Size(batch_size)
+        self.env_str = env_str
+        self.batch_locked = batch_locked
+        self.device_map = {} if device_map is None else device_map
+        self.supports_set_state = supports_set_state
+        self.has_dynamic_specs = any(-1 in leaf.shape for leaf in specs.values(True, True) if leaf is not None)
+
+    @property
+    def tensordict(self) -> TensorDictBase:
+        """A copy of the zeroed step (its entries are shared with the stored one, as TorchRL's)."""
+        return self._tensordict.copy()
+
+    @property
+    def specs(self):
+        return self._specs
+
+    @staticmethod
+    def metadata_from_env(env: EnvBase) -> EnvMetaData:
+        tensordict = env.fake_tensordict().clone()
+        for key in env.done_keys:
+            tensordict.set(replace_last(key, "_reset"), torch.zeros_like(tensordict.get(("next", key))))
+        device_map = {}
+        tensordict.named_apply(lambda name, value: device_map.__setitem__(name, value.device), nested_keys=True,
+                               filter_empty=True)
+        try:
+            env_str = str(env)
+        except Exception:  # noqa: BLE001 - TorchRL's fallback for an env whose repr fails
+            env_str = f"{type(env).__name__}()"
+        return EnvMetaData(tensordict=tensordict, specs=env.specs.to("cpu"), batch_size=env.batch_size, env_str=env_str,
+                           device=env.device, batch_locked=env.batch_locked, device_map=device_map)
+
+    def _like(self, tensordict, specs, batch_size, device=None, device_map=None) -> EnvMetaData:
+        return EnvMetaData(tensordict=tensordict, specs=specs, batch_size=batch_size, env_str=self.env_str,
+                           device=self.device if device is None else device, batch_locked=self.batch_locked,
+                           device_map=self.device_map if device_map is None else device_map,
+                           supports_set_state=self.supports_set_state)
+
+    def expand(self, *size: int) -> EnvMetaData:
+        size = torch.Size(size[0] if len(size) == 1 and not isinstance(size[0], int) else size)
+        return self._like(self.tensordict.expand(*size).clone(), self.specs.expand(*size), size)
+
+    def clone(self) -> EnvMetaData:
+        return self._like(self.tensordict.clone(), self.specs.clone(), self.batch_size)
+
+    def to(self, device) -> EnvMetaData:
+        if device is None:
+            return self._like(self.tensordict, self.specs, self.batch_size)
+        device = torch.device(device)
+        return self._like(self.tensordict.contiguous().to(device), self.specs.to(device), self.batch_size, device,
+                          {key: device for key in self.device_map})
+
+    def __getitem__(self, item) -> EnvMetaData:
+        tensordict = self.tensordict[item]
+        return self._like(tensordict, self.specs[item], tensordict.batch_size)
+
+    def __repr__(self) -> str:
+        return (f"EnvMetaData(env_str={self.env_str!r}, batch_size={self.batch_size}, device={self.device}, "
+                f"batch_locked={self.batch_locked})")
 
 
 class EnvCreator:
@@ -28,7 +106,7 @@ class EnvCreator:
     gives a creator with more of them. Pass it wherever a constructor is expected
     (``ParallelEnv(4, EnvCreator(make_env))``, ``MultiSyncCollector([EnvCreator(make_env)] * 2,
     ...)``); the env's specs are read from one instance built on first access (``observation_spec``,
-    ``action_spec``, ...; ``init_()`` builds it now), then closed. TorchRL's creator also shares
+    ``action_spec``, ..., ``meta_data``; ``init_()`` builds it now), then closed. TorchRL's creator also shares
     the transforms' statistics with the envs it makes; reap's does not (``share_memory`` is
     taken for the signature; call ``VecNorm.share_memory()`` to share them).
     """
@@ -47,6 +125,7 @@ class EnvCreator:
         self.create_env_kwargs = {**kwargs, **(create_env_kwargs or {})}
         self._share_memory = share_memory
         self._specs: dict | None = None
+        self._meta_data: EnvMetaData | None = None
 
     def __call__(self, **kwargs) -> EnvBase:
         return checked_env(self.create_env_fn(**{**kwargs, **self.create_env_kwargs}), "EnvCreator")
@@ -63,6 +142,8 @@ class EnvCreator:
                 self._specs = {n: getattr(env, n) for n in (
                     "observation_spec", "action_spec", "reward_spec", "done_spec", "state_spec", "full_action_spec",
                     "full_observation_spec", "full_reward_spec", "full_done_spec", "batch_size")}
+                if self._meta_data is None:
+                    self._meta_data = EnvMetaData.metadata_from_env(env)
             finally:
                 env.close()
         return self
@@ -85,9 +166,22 @@ class EnvCreator:
     full_done_spec = property(lambda self: self._spec("full_done_spec"))
     batch_size = property(lambda self: self._spec("batch_size"))
 
+    @property
+    def meta_data(self) -> EnvMetaData:
+        """The env's :class:`EnvMetaData` (specs, a zeroed step, batch size, device), read like the specs."""
+        if self._meta_data is None:
+            self.init_()
+        return self._meta_data
+
+    @meta_data.setter
+    def meta_data(self, value: EnvMetaData) -> None:
+        if not isinstance(value, EnvMetaData):
+            raise TypeError(f"EnvCreator.meta_data must be an EnvMetaData, got {type(value).__name__}")
+        self._meta_data = value
+
     def __getstate__(self):
         return {"create_env_fn": self.create_env_fn, "create_env_kwargs": self.create_env_kwargs,
-                "_share_memory": self._share_memory, "_specs": None}
+                "_share_memory": self._share_memory, "_specs": None, "_meta_data": None}
 
     def __repr__(self) -> str:
         return f"EnvCreator({self.create_env_fn!r}, create_env_kwargs={self.create_env_kwargs})"

@@ -44,6 +44,13 @@ class EnvSpecs:
         inputs, outputs = self.__dict__.get("_input_spec"), self.__dict__.get("_output_spec")
         inputs = Composite(shape=batch, device=spec_device) if inputs is None else inputs
         outputs = Composite(shape=batch, device=spec_device) if outputs is None else outputs
+        for storage in (inputs, outputs):  # specs set before super().__init__() have the batch size of then: ()
+            if storage.shape[: len(batch)] != batch:
+                try:
+                    storage.shape = batch
+                except ValueError as err:
+                    raise ValueError(f"{type(self).__name__}: the specs set before super().__init__() must have the "
+                                     f"env's batch size {tuple(batch)} as leading dims ({err})") from None
         if spec_device is not None:
             inputs, outputs = inputs.to(spec_device), outputs.to(spec_device)
         for storage, name, default in (
@@ -59,13 +66,18 @@ class EnvSpecs:
                 storage[name] = default()
         self.__dict__["_input_spec"], self.__dict__["_output_spec"] = inputs, outputs
         self.__dict__["_keys_cache"] = {}
+        self.__dict__["_specs_initialized"] = True
 
     # ---- storage, locking ----------------------------------------------------------------------
     def _storage(self, side: str) -> Composite:
         storage = self.__dict__.get(side)
         if storage is None:
-            raise RuntimeError(f"{type(self).__name__}: call super().__init__(batch_size=..., device=...) before "
-                               "setting or reading its specs")
+            # specs set before super().__init__() (TorchRL's envs may): a storage of the batch size of
+            # then, which __init__ completes with the defaults and gives the env's batch size
+            batch = self.batch_size
+            empty = {name: Composite(shape=batch) for name in (
+                ("full_action_spec", "full_state_spec") if side == "_input_spec" else ("full_observation_spec",))}
+            storage = self.__dict__[side] = Composite(empty, shape=batch)
         return storage
 
     def _overrides(self, name: str) -> bool:
@@ -356,6 +368,8 @@ class EnvSpecs:
 
     def _check_top_flags(self, spec: Composite) -> None:
         """reap's rule: the top-level done flags are bool, ``(*batch_size, 1)`` (the collectors read them)."""
+        if not self.__dict__.get("_specs_initialized"):
+            return  # set before super().__init__(), which gives the batch size: checked after construction
         shape = (*self.batch_size, 1)
         for key in FLAG_KEYS:
             flag = spec.get(key)
