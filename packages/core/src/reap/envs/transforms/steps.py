@@ -3,6 +3,12 @@
 Both need an env (their ``forward`` raises, as TorchRL's): they count or flag steps since the
 last reset, on the root at reset and in ``"next"`` at each step.
 
+As TorchRL's, they act on each done group of the env: an env whose done flags live in nested
+groups (``("agents", "done")``, multi-agent envs) gets ``("agents", "is_init")`` or
+``("agents", "step_count")`` beside them, shaped like that group's flags. A group nested in
+another one (a top-level ``"done"`` beside ``("agents", "done")``) gets none of its own: the
+outer group's entry stands for it (TorchRL's ``_filtered_reset_keys``).
+
 Examples:
     >>> from reap.envs import GymEnv
     >>> from reap.envs.transforms import StepCounter, TransformedEnv
@@ -18,21 +24,52 @@ import numpy as np
 import torch
 
 from reap.envs.transforms.transform import FORWARD_NOT_IMPLEMENTED, Transform
-from reap.specs import Bounded, Categorical
+from reap.specs import Bounded, Categorical, Composite
 
 
-def reset_mask(tensordict, like, key: str = "_reset"):
-    """The reset flags of a reset's input, broadcast to ``like``'s shape (all True when absent)."""
-    reset = tensordict.get(key, None)
-    if reset is None:
-        return torch.ones(like.shape, dtype=torch.bool, device=like.device)
-    while reset.ndim < like.ndim:
-        reset = reset.unsqueeze(-1)
-    return reset.expand(like.shape)
+def group_roots(env, nested: bool = False) -> list:
+    """The path (a tuple, ``()`` for the top level) of each done group of ``env`` that gets its own
+    bookkeeping entry, in the order of ``env.reset_keys``; a group inside another one is left out
+    unless ``nested`` (then only those are listed)."""
+    roots, inner = [], []
+    for reset_key in env.reset_keys:
+        root = reset_key[:-1] if isinstance(reset_key, tuple) else ()
+        (inner if any(root[: len(r)] == r for r in roots) else roots).append(root)
+    return inner if nested else roots
 
 
-def done_shape(env) -> torch.Size:
-    return env.output_spec["full_done_spec"]["done"].shape
+def leaf_key(root: tuple, name: str):
+    """``name`` inside the group at ``root`` (a plain string at the top level)."""
+    return (*root, name) if root else name
+
+
+def outer_root(root: tuple, roots: list) -> tuple:
+    """The group of ``roots`` that holds the nested group at ``root``."""
+    return max((r for r in roots if root[: len(r)] == r), key=len)
+
+
+def group_shape(done_spec, root: tuple) -> torch.Size:
+    """The shape of the done flags of the group at ``root`` of ``done_spec`` (its ``"done"``, else
+    its first flag)."""
+    node = done_spec[root] if root else done_spec
+    flag = node.get("done")
+    if flag is None or isinstance(flag, Composite):
+        flag = next((v for v in node.values() if not isinstance(v, Composite)), None)
+    if flag is None:
+        raise KeyError(f"no done flag in the done group {root or 'at the top level'} of {done_spec}")
+    return flag.shape
+
+
+def _group_reset(tensordict, root: tuple):
+    """The ``_reset`` entry of the group at ``root`` in a reset's input (None when absent)."""
+    return None if tensordict is None else tensordict.get(leaf_key(root, "_reset"), None)
+
+
+def _spread(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """An outer group's flags broadcast to a nested group's (dims added before the last one)."""
+    while value.ndim < like.ndim:
+        value = value.unsqueeze(-2)
+    return value.expand_as(like)
 
 
 class StepCounter(Transform):
@@ -62,32 +99,85 @@ class StepCounter(Transform):
         self.step_count_key = step_count_key
         self.update_done = update_done
 
+    # ---- the keys, per done group (see the module) --------------------------------------------
+    def _groups(self, env=None) -> list:
+        """Per done group: ``(root, step_count key, truncated key, done key)``."""
+        env = self.parent if env is None else env
+        return [(root, leaf_key(root, self.step_count_key), leaf_key(root, self.truncated_key),
+                 leaf_key(root, "done")) for root in group_roots(env)]
+
+    def _nested(self, env=None) -> list:
+        """Per flag of a nested group that a truncation reaches (TorchRL propagates it): ``(flag
+        key, the outer group's flag key)``, for the truncated flags and, with ``update_done``, the
+        done flags such groups have."""
+        env = self.parent if env is None else env
+        if self.max_steps is None:
+            return []
+        roots, flags = group_roots(env), set(env.output_spec["full_done_spec"].keys(True, True))
+        names = [self.truncated_key, "done"] if self.update_done else [self.truncated_key]
+        pairs = []
+        for name in names:
+            for root in group_roots(env, nested=True):
+                if leaf_key(root, name) in flags:
+                    pairs.append((leaf_key(root, name), leaf_key(outer_root(root, roots), name)))
+        return pairs
+
+    @property
+    def step_count_keys(self) -> list:
+        return [count for _, count, _, _ in self._groups()]
+
+    @property
+    def truncated_keys(self) -> list:
+        return [truncated for _, _, truncated, _ in self._groups()]
+
+    @property
+    def done_keys(self) -> list:
+        return [done for _, _, _, done in self._groups()]
+
+    @property
+    def reset_keys(self) -> list:
+        if self.parent is None:
+            return ["_reset"]
+        return [leaf_key(root, "_reset") for root in group_roots(self.parent)]
+
     # ---- TorchRL's hooks -----------------------------------------------------------------------
     def _reset(self, tensordict, tensordict_reset):
-        done = tensordict_reset.get("done", None)
-        if done is None:
-            done = torch.zeros(done_shape(self.parent), dtype=torch.bool)
-        reset = reset_mask(tensordict, done)
-        count = tensordict.get(self.step_count_key, None)
-        if count is None:
-            count = torch.zeros(done.shape, dtype=torch.int64, device=done.device)
-        count = torch.where(~reset, count.expand_as(reset), 0)
-        tensordict_reset.set(self.step_count_key, count)
-        if self.max_steps is not None:
-            truncated = (count >= self.max_steps) | tensordict_reset.get(self.truncated_key, False)
-            if self.update_done:
-                tensordict_reset.set("done", truncated)
-            tensordict_reset.set(self.truncated_key, truncated)
+        done_spec = self.parent.output_spec["full_done_spec"]
+        for root, count_key, truncated_key, done_key in self._groups():
+            reset = _group_reset(tensordict, root)
+            like = tensordict_reset.get(done_key, None)
+            if like is None:
+                like = torch.zeros(group_shape(done_spec, root), dtype=torch.bool, device=tensordict_reset.device)
+            if reset is None:
+                reset = torch.ones(like.shape, dtype=torch.bool, device=like.device)
+            while reset.ndim < like.ndim:
+                reset = reset.unsqueeze(-1)
+            reset = reset.expand(like.shape)
+            count = None if tensordict is None else tensordict.get(count_key, None)
+            if count is None:
+                count = torch.zeros(like.shape, dtype=torch.int64, device=like.device)
+            count = torch.where(~reset, count.expand_as(reset), 0)
+            tensordict_reset.set(count_key, count)
+            if self.max_steps is not None:
+                truncated = (count >= self.max_steps) | tensordict_reset.get(truncated_key, False)
+                if self.update_done:
+                    tensordict_reset.set(done_key, truncated)
+                tensordict_reset.set(truncated_key, truncated)
         return tensordict_reset
 
     def _step(self, tensordict, next_tensordict):
-        count = tensordict.get(self.step_count_key) + 1
-        next_tensordict.set(self.step_count_key, count)
-        if self.max_steps is not None:
-            truncated = (count >= self.max_steps) | next_tensordict.get(self.truncated_key, False)
-            if self.update_done:
-                next_tensordict.set("done", truncated | next_tensordict.get("done"))
-            next_tensordict.set(self.truncated_key, truncated)
+        for _, count_key, truncated_key, done_key in self._groups():
+            count = tensordict.get(count_key) + 1
+            next_tensordict.set(count_key, count)
+            if self.max_steps is not None:
+                truncated = (count >= self.max_steps) | next_tensordict.get(truncated_key, False)
+                if self.update_done:
+                    next_tensordict.set(done_key, truncated | next_tensordict.get(done_key))
+                next_tensordict.set(truncated_key, truncated)
+        for key, outer in self._nested():
+            flag = next_tensordict.get(key, None)
+            if flag is not None:
+                next_tensordict.set(key, flag | _spread(next_tensordict.get(outer), flag))
         return next_tensordict
 
     def forward(self, tensordict):
@@ -96,44 +186,64 @@ class StepCounter(Transform):
             "(it counts the steps of sequential data from an env, not of a replay buffer's samples)."
         )
 
-    def _count_spec(self, spec_like):
-        return Bounded(low=0, high=torch.iinfo(torch.int64).max, shape=spec_like.shape, dtype=torch.int64,
-                       device=spec_like.device)
+    @staticmethod
+    def _count_spec(shape, device):
+        return Bounded(low=0, high=torch.iinfo(torch.int64).max, shape=shape, dtype=torch.int64, device=device)
 
     def transform_observation_spec(self, observation_spec):
-        observation_spec[self.step_count_key] = self._count_spec(self.parent.output_spec["full_done_spec"]["done"])
+        done_spec = self.parent.output_spec["full_done_spec"]
+        for root, count_key, _, _ in self._groups():
+            observation_spec[count_key] = self._count_spec(group_shape(done_spec, root), observation_spec.device)
         return observation_spec
 
     def transform_output_spec(self, output_spec):
         if self.max_steps:
             done_spec = output_spec["full_done_spec"]
-            shape = done_spec["done"].shape
-            keys = [self.truncated_key, "done"] if self.update_done else [self.truncated_key]
-            for key in keys:
-                done_spec[key] = Categorical(2, dtype=torch.bool, device=output_spec.device, shape=shape)
+            for root, _, truncated_key, done_key in self._groups():
+                shape = group_shape(done_spec, root)
+                for key in [truncated_key, done_key] if self.update_done else [truncated_key]:
+                    done_spec[key] = Categorical(2, dtype=torch.bool, device=output_spec.device, shape=shape)
         return super().transform_output_spec(output_spec)
 
     def transform_input_spec(self, input_spec):
-        input_spec["full_state_spec"][self.step_count_key] = self._count_spec(
-            self.parent.output_spec["full_done_spec"]["done"])
+        done_spec = self.parent.output_spec["full_done_spec"]
+        for root, count_key, _, _ in self._groups():
+            input_spec["full_state_spec"][count_key] = self._count_spec(group_shape(done_spec, root),
+                                                                        input_spec.device)
         return input_spec
 
     # ---- arrays --------------------------------------------------------------------------------
+    def _attach(self, env) -> None:
+        groups = self._groups(env)
+        self._count_keys = tuple(count for _, count, _, _ in groups)
+        self._flag_keys = tuple((count, truncated, done) for _, count, truncated, done in groups)
+        # the outer group's flags, reshaped (dims added before the last) to broadcast onto a nested group's
+        self._spread_flags = tuple((key, outer, len(env.output_spec["full_done_spec"][key].shape)
+                                    - len(env.output_spec["full_done_spec"][outer].shape))
+                                   for key, outer in self._nested(env))
+
     def on_reset(self, root, t, mask):
-        if mask is None or mask.ndim == 0:
-            root[self.step_count_key][t] = 0
-        else:
-            root[self.step_count_key][t][mask] = 0
+        whole = mask is None or mask.ndim == 0
+        for key in self._count_keys:
+            if whole:
+                root[key][t] = 0
+            else:
+                root[key][t][mask] = 0
 
     def on_step(self, root, nxt, t):
-        count = nxt[self.step_count_key][t]
-        np.add(root[self.step_count_key][t], 1, out=count)
-        if self.max_steps is not None:
-            hit = count >= self.max_steps
-            truncated = nxt[self.truncated_key][t]
-            np.logical_or(truncated, hit, out=truncated)
-            if self.update_done:
-                np.logical_or(nxt["done"][t], truncated, out=nxt["done"][t])
+        for count_key, truncated_key, done_key in self._flag_keys:
+            count = nxt[count_key][t]
+            np.add(root[count_key][t], 1, out=count)
+            if self.max_steps is not None:
+                hit = count >= self.max_steps
+                truncated = nxt[truncated_key][t]
+                np.logical_or(truncated, hit, out=truncated)
+                if self.update_done:
+                    np.logical_or(nxt[done_key][t], truncated, out=nxt[done_key][t])
+        for key, outer, extra in self._spread_flags:
+            flag, value = nxt[key][t], nxt[outer][t]
+            value = value.reshape(*value.shape[:-1], *(1,) * extra, value.shape[-1])
+            np.logical_or(flag, value, out=flag)
 
     def __repr__(self) -> str:
         return f"StepCounter(max_steps={self.max_steps}, step_count_key={self.step_count_key!r})"
@@ -164,46 +274,71 @@ class InitTracker(Transform):
     def out_keys(self) -> list:
         if self.parent is None:
             raise NotImplementedError(FORWARD_NOT_IMPLEMENTED.format(type(self).__name__))
-        return [self.init_key]
+        return self.init_keys
 
     @out_keys.setter
     def out_keys(self, value) -> None:
         if value not in (None, []):
             raise ValueError("Cannot set non-empty out-keys when out-keys are defined by the init_key value.")
 
+    @property
+    def init_keys(self) -> list:
+        """``init_key`` in each done group of the parent env (see the module)."""
+        if self.parent is None:
+            raise NotImplementedError(FORWARD_NOT_IMPLEMENTED.format(type(self).__name__))
+        return [leaf_key(root, self.init_key) for root in group_roots(self.parent)]
+
+    @property
+    def reset_keys(self) -> list:
+        return [leaf_key(root, "_reset") for root in group_roots(self.parent)]
+
     def _call(self, next_tensordict):
-        if self.init_key not in next_tensordict.keys():
-            shape = done_shape(self.parent)
-            next_tensordict.set(self.init_key, torch.zeros(shape, dtype=torch.bool, device=next_tensordict.device))
+        done_spec = self.parent.output_spec["full_done_spec"]
+        present = next_tensordict.keys(True, True)
+        for root in group_roots(self.parent):
+            key = leaf_key(root, self.init_key)
+            if key not in present:
+                next_tensordict.set(key, torch.zeros(group_shape(done_spec, root), dtype=torch.bool,
+                                                     device=next_tensordict.device))
         return next_tensordict
 
     def _reset(self, tensordict, tensordict_reset):
-        reset = tensordict.get("_reset", None)
-        if reset is None:
-            init = torch.ones(done_shape(self.parent), dtype=torch.bool, device=tensordict.device)
-        else:
-            init = reset.clone()
-            if init.ndim == tensordict_reset.ndim:
-                init = init.unsqueeze(-1)
-        tensordict_reset.set(self.init_key, init)
+        done_spec = self.parent.output_spec["full_done_spec"]
+        for root in group_roots(self.parent):
+            reset = _group_reset(tensordict, root)
+            if reset is None:
+                init = torch.ones(group_shape(done_spec, root), dtype=torch.bool, device=tensordict_reset.device)
+            else:
+                init = reset.clone()
+                if init.ndim == (tensordict_reset.get(root) if root else tensordict_reset).ndim:
+                    init = init.unsqueeze(-1)  # batch-shaped: the flags have a trailing dim
+            tensordict_reset.set(leaf_key(root, self.init_key), init)
         return tensordict_reset
 
     def forward(self, tensordict):
         raise NotImplementedError(FORWARD_NOT_IMPLEMENTED.format(type(self).__name__))
 
     def transform_observation_spec(self, observation_spec):
-        shape = self.parent.output_spec["full_done_spec"]["done"].shape
-        observation_spec[self.init_key] = Categorical(2, dtype=torch.bool, device=self.parent.device, shape=shape)
+        done_spec = self.parent.output_spec["full_done_spec"]
+        for root in group_roots(self.parent):
+            observation_spec[leaf_key(root, self.init_key)] = Categorical(
+                2, dtype=torch.bool, device=self.parent.device, shape=group_shape(done_spec, root))
         return observation_spec
 
+    def _attach(self, env) -> None:
+        self._init_keys = tuple(leaf_key(root, self.init_key) for root in group_roots(env))
+
     def on_reset(self, root, t, mask):
-        if mask is None or mask.ndim == 0:
-            root[self.init_key][t] = True
-        else:
-            root[self.init_key][t][mask] = True
+        whole = mask is None or mask.ndim == 0
+        for key in self._init_keys:
+            if whole:
+                root[key][t] = True
+            else:
+                root[key][t][mask] = True
 
     def on_step(self, root, nxt, t):
-        nxt[self.init_key][t] = False
+        for key in self._init_keys:
+            nxt[key][t] = False
 
     def __repr__(self) -> str:
         return f"InitTracker(init_key={self.init_key!r})"

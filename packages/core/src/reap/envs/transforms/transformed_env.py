@@ -12,6 +12,12 @@ As in TorchRL, ``transform`` is the transform given (a ``Compose`` once more are
 another unwraps it (``auto_unwrap=False`` keeps it). Specs are those the transforms' spec hooks
 make; set them on the base env, not here.
 
+A base env with done flags in nested groups (multi-agent envs, reset one group at a time, which
+the step arrays' per-env reset cannot say) or heterogeneous (lazy-stacked) entries (which no
+array can hold) steps as TorchRL's ``TransformedEnv`` does instead: the base env's
+``_reset``/``step``, then each transform's TorchRL hooks (``_reset``, ``_step``, ``inv``) on the
+TensorDicts. The collectors drive such envs one TensorDict per step anyway.
+
 Examples:
     >>> from reap.envs import GymEnv
     >>> from reap.envs.transforms import RenameTransform, StepCounter, TransformedEnv
@@ -28,10 +34,12 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from reap.envs.base import EnvBase
+from reap.envs.done import complete_done
 from reap.envs.transforms.compose import Compose, as_transform
 from reap.envs.transforms.layout import Layout
 from reap.envs.transforms.torchrl_hooks import TensorDictHooks
 from reap.envs.transforms.transform import Transform, runs_on_arrays
+from reap.specs.stacked import Stacked, StackedComposite
 
 
 def leaves_of(transform: Transform):
@@ -136,6 +144,7 @@ class TransformedEnv(EnvBase):
     def _rebuild(self) -> None:
         """Build the stages and arrays from the base env and the chain (all or nothing)."""
         previous = self.__dict__.get("_layout"), self.__dict__.get("_hooks")
+        self.__dict__["_on_tensordicts"] = _needs_tensordicts(self.base_env)
         self._layout = Layout(self.base_env)
         self._hooks: list = []
         self._finish()
@@ -238,6 +247,8 @@ class TransformedEnv(EnvBase):
 
     @property
     def state_keys(self):
+        if self._torchrl_style:  # what step_mdp carries: the observations, as for a TorchRL-style env
+            return super().state_keys
         return self._layout.state_keys
 
     @property
@@ -297,11 +308,32 @@ class TransformedEnv(EnvBase):
             self._step_mask = None
 
     # ---- TorchRL's TensorDict hooks of an env (a transform's parent is stepped through them) ------
+    @property
+    def _torchrl_style(self) -> bool:
+        """Whether the env steps on TensorDicts, as TorchRL's (nested done groups or heterogeneous
+        entries in the base env: see the module)."""
+        return self.__dict__.get("_on_tensordicts", False)
+
     def _step(self, tensordict):
-        return self.step(tensordict.clone(False)).get("next")
+        if not self._torchrl_style:
+            return self.step(tensordict.clone(False)).get("next")
+        inputs = self.transform.inv(tensordict)  # a shallow copy, the actions as the base env reads them
+        next_tensordict = self.base_env.step(inputs).get("next")
+        return self.transform._step(inputs, next_tensordict)
 
     def _reset(self, tensordict=None, **kwargs):
-        return self.reset(tensordict)
+        if not self._torchrl_style:
+            return self.reset(tensordict)
+        if tensordict is not None:  # the reset flags and the state only, as TorchRL's
+            tensordict = tensordict.select(*self.reset_keys, *self.full_state_spec.keys(True, True), strict=False)
+        tensordict = self.transform._reset_env_preprocess(tensordict)
+        base = self.base_env
+        if base._torchrl_style:
+            tensordict_reset = complete_done(base.full_done_spec, base._reset(tensordict, **kwargs))
+        else:  # an env of the array API (its reset consumes the reset flags of what it is given)
+            tensordict_reset = base.reset(None if tensordict is None else tensordict.clone(), **kwargs)
+        source = tensordict_reset.empty() if tensordict is None else tensordict
+        return self.transform._reset(source, tensordict_reset)
 
     def _set_seed(self, seed):
         self.base_env._set_seed(seed)
@@ -349,6 +381,16 @@ class TransformedEnv(EnvBase):
 
     def __repr__(self) -> str:
         return f"TransformedEnv(\n    env={self.base_env},\n    transform={self.transform})"
+
+
+def _needs_tensordicts(env: EnvBase) -> bool:
+    """Whether ``env`` has done flags in nested groups or a heterogeneous (lazy-stacked) entry."""
+    if any(isinstance(key, tuple) for key in env.reset_keys):
+        return True
+    for spec in (env.output_spec, env.input_spec):
+        if any(isinstance(sub, (Stacked, StackedComposite)) for _, sub in spec.items(True)):
+            return True
+    return False
 
 
 def _nodes(transform: Transform):
