@@ -65,3 +65,29 @@ def test_max_frames_per_traj_adds_step_count_in_every_worker():
     assert batch["next", "step_count"][..., 0].tolist() == [[1, 2, 3, 1], [1, 2, 3, 1]]
     assert batch["step_count"].dtype == torch.int64
     assert batch["next", "truncated"][..., 0].tolist() == [[False, False, True, False]] * 2
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_map_fn_get_distant_attr_and_per_worker_devices(cls):
+    with cls([env_fn(), env_fn()], None, frames_per_batch=8, device=["cpu", torch.device("cpu")],
+             mp_start_method=FAST) as c:
+        assert c.get_distant_attr("worker_idx") == [0, 1]
+        assert c.get_distant_attr("policy_device") == [torch.device("cpu")] * 2
+        assert c.map_fn("get_distant_attr", [("worker_idx",), ("frames_per_batch",)]) == [0, 4 if c._sync else 8]
+        with pytest.raises(ValueError, match=r"map_fn: Expected 2 argument entries \(one per worker\), got 1"):
+            c.map_fn("get_distant_attr", [("worker_idx",)])
+        assert set(c._weight_sync_schemes) == {"policy"}
+    with pytest.raises(ValueError, match="device has 3 entries but there are 2 workers"):
+        cls([env_fn(), env_fn()], None, frames_per_batch=8, device=["cpu"] * 3, mp_start_method=FAST)
+
+
+def test_extend_buffer_false_writes_each_workers_steps():
+    from reap import LazyTensorStorage, ReplayBuffer
+
+    rb = ReplayBuffer(storage=LazyTensorStorage(100))
+    with MultiSyncCollector([env_fn(batch=2), env_fn(batch=2)], None, frames_per_batch=16, total_frames=16,
+                            replay_buffer=rb, extend_buffer=False, mp_start_method=FAST) as c:
+        assert list(c) == [None]
+    # each worker's 4 steps of its 2 envs: 8 items of shape [2], a worker's steps in order
+    assert len(rb) == 8 and rb[:].batch_size == (8, 2)
+    assert rb[:]["collector", "traj_ids"][:4, 0].tolist() == [rb[0]["collector", "traj_ids"][0].item()] * 4

@@ -115,8 +115,8 @@ def test_worker_seed_is_numpy_seed_sequence():
 
 @pytest.mark.parametrize("kwargs", [
     {"trust_policy": True, "use_buffers": False, "num_threads": 4, "no_cuda_sync": True},  # no effect
-    {"reset_when_done": True, "compile_policy": False, "cudagraph_policy": None, "track_policy_version": False,
-     "post_collect_hook": None, "weight_sync_schemes": None},  # their defaults (or a false value for None)
+    {"reset_when_done": True, "compile_policy": False, "cudagraph_policy": None, "compact_obs": False,
+     "preemptive_threshold": None, "weight_sync_schemes": None},  # their defaults (or a false value for None)
 ])
 def test_torchrl_arguments_reap_takes(kwargs):
     check_torchrl_kwargs(kwargs, "C")
@@ -126,8 +126,7 @@ def test_torchrl_arguments_reap_takes(kwargs):
     ({"compile_policy": True}, NotImplementedError,
      r"C: compile_policy=True is not supported by reap; leave it at None \(compile the policy yourself"),
     ({"reset_when_done": False}, NotImplementedError, "C: reset_when_done=False is not supported by reap; leave it at True"),
-    ({"post_collect_hook": print}, NotImplementedError, r"post_collect_hook=.* leave it at None \(pass postproc="),
-    ({"trajs_per_batch": 4}, NotImplementedError, r"trajs_per_batch=4 is not supported by reap; leave it at None \(split_trajs=True"),
+    ({"compact_obs": True}, NotImplementedError, r"C: compact_obs=True is not supported by reap; leave it at False"),
     ({"weight_sync_schemes": {"policy": "shared_mem"}}, NotImplementedError,
      r"weight_sync_schemes=.* leave it at None \(a local collector runs the trainer's policy itself"),
     ({"bogus": 1}, TypeError, "C: unexpected keyword argument 'bogus'"),

@@ -217,3 +217,185 @@ def test_a_policy_reading_a_state_the_env_lacks_matches_torchrl():
     assert set(a.keys(True, True)) == set(b.keys(True, True)) == OWN_STATE_KEYS
     for key in ("memory", ("next", "memory"), "action"):
         assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+
+
+# ---- pre_collect_hook / post_collect_hook / track_policy_version (TorchRL's) ----------------------
+def _counting_collector(**kwargs):
+    return Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=4, total_frames=12, **kwargs)
+
+
+def test_collect_hooks_run_once_per_batch_around_the_rollout():
+    calls = []
+    with _counting_collector(pre_collect_hook=lambda: calls.append("pre"),
+                             post_collect_hook=lambda batch: calls.append(batch["marked"].sum().item()),
+                             postproc=lambda batch: batch.set("marked", torch.ones(batch.batch_size))) as c:
+        batches = list(c)
+    assert calls == ["pre", 4.0, "pre", 4.0, "pre", 4.0]  # the hook sees the batch after postproc
+    assert len(batches) == 3
+
+
+def test_collect_hooks_none_by_default_and_set_later():
+    seen = []
+    with _counting_collector() as c:
+        assert c.pre_collect_hook is None and c.post_collect_hook is None
+        first = next(iter(c))
+        c.set_post_collect_hook(seen.append)
+        c.pre_collect_hook = lambda: seen.append("pre")
+        assert c.post_collect_hook == seen.append
+        batches = list(c)
+    assert first is not None and seen[0] == "pre" and seen[1] is batches[0]
+    assert len(seen) == 2 * len(batches) == 4
+
+
+def test_post_collect_hook_error_stops_iteration_and_bad_hooks_are_named():
+    def fails(batch):
+        raise RuntimeError("hook failed")
+
+    with _counting_collector(post_collect_hook=fails) as c, pytest.raises(RuntimeError, match="hook failed"):
+        list(c)
+    with pytest.raises(TypeError, match="pre_collect_hook must be a callable or None, got 3"):
+        _counting_collector(pre_collect_hook=3)
+    with _counting_collector() as c, pytest.raises(TypeError, match="post_collect_hook must be a callable"):
+        c.post_collect_hook = "metrics"
+
+
+def test_track_policy_version_counts_weight_updates():
+    policy = _policy()
+    with Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=5, total_frames=20,
+                   track_policy_version=True) as c:
+        it = iter(c)
+        versions = [next(it)["next", "policy_version"]]
+        c.update_policy_weights_()
+        versions += [next(it)["next", "policy_version"], next(it)["policy_version"]]
+    assert versions[0].dtype == torch.int64 and versions[0].shape == (5,)
+    assert [v.unique().tolist() for v in versions] == [[0], [1], [1]]
+    with pytest.raises(TypeError, match="track_policy_version must be True or False, got 'uuid'"):
+        Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=4, track_policy_version="uuid")
+
+
+def test_track_policy_version_layout_is_torchrls():
+    torchrl = pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector as TorchRLCollector
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+
+    theirs = TorchRLCollector(TorchRLGymEnv("Pendulum-v1"), None, frames_per_batch=5, total_frames=5,
+                              track_policy_version=True)
+    expected = next(iter(theirs))
+    theirs.shutdown()
+    with Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=5, total_frames=5, track_policy_version=True) as c:
+        batch = next(iter(c))
+    for key in ("policy_version", ("next", "policy_version")):
+        assert (batch[key].shape, batch[key].dtype) == (expected[key].shape, expected[key].dtype), torchrl.__version__
+        assert batch[key].tolist() == expected[key].tolist()
+
+
+# ---- a plain module as the policy (TorchRL wraps it) ------------------------------------------------
+class _TwoOutputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 1)
+
+    def forward(self, observation):
+        action = self.linear(observation)
+        return action, action.sum(-1), action.abs()
+
+
+class _NeedsMore(torch.nn.Module):
+    def forward(self, observation, other_stuff):
+        return observation[..., :1]
+
+
+def test_a_module_returning_a_tuple_writes_output1_and_so_on():
+    policy = _TwoOutputs()
+    with Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4, total_frames=8) as c:
+        it = iter(c)
+        batch = next(it)
+        with torch.no_grad():
+            policy.linear.weight.zero_()
+            policy.linear.bias.fill_(0.5)
+        c.update_policy_weights_()
+        after = next(it)
+    assert batch["output1"].shape == (4,) and batch["output2"].shape == (4, 1)
+    assert torch.equal(batch["output1"], batch["action"].sum(-1))
+    assert torch.equal(batch["output2"], batch["action"].abs())
+    assert after["action"].flatten().tolist() == [0.5] * 4
+
+
+def test_a_module_whose_arguments_are_not_the_envs_is_refused():
+    with pytest.raises(TypeError, match=r"_NeedsMore.forward requires \['observation', 'other_stuff'\], but the "
+                                        r"env's observations are \['observation'\]; name its arguments"):
+        Collector(GymEnv("Pendulum-v1"), _NeedsMore(), frames_per_batch=4)
+
+
+# ---- private entries ("_..." anywhere in the key) stay out of batches, as TorchRL's -----------------
+def _private_writer(key):
+    linear = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+    copier = TensorDictModule(lambda x: x * 2, in_keys=["observation"], out_keys=[key])
+    return TensorDictSequential(linear, copier)
+
+
+@pytest.mark.parametrize("key", ["_dummy", ("out", "_dummy"), ("_out", "dummy")])
+def test_private_policy_outputs_stay_out_of_batches(key):
+    with Collector(GymEnv("Pendulum-v1"), _private_writer(key), frames_per_batch=4, total_frames=8) as c:
+        batch = next(iter(c))
+        assert key not in batch.keys(True, True) and "action" in batch.keys()
+        c._exclude_private_keys = False  # TorchRL's switch, to keep them
+        kept = next(iter(c))
+    assert torch.equal(kept[key], kept["observation"] * 2)
+
+
+def test_private_outputs_as_torchrl():
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector as TorchRLCollector
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+
+    theirs = TorchRLCollector(TorchRLGymEnv("Pendulum-v1"), _private_writer(("out", "_dummy")), frames_per_batch=4,
+                              total_frames=4)
+    expected = next(iter(theirs))
+    theirs.shutdown()
+    with Collector(GymEnv("Pendulum-v1"), _private_writer(("out", "_dummy")), frames_per_batch=4,
+                   total_frames=4) as c:
+        batch = next(iter(c))
+    assert set(batch.keys(True, True)) - {"truncated"} == set(expected.keys(True, True)) - {"truncated"}
+
+
+# ---- extend_buffer=False: the buffer gets the steps one by one (TorchRL's) ----------------------------
+def test_extend_buffer_false_writes_each_step_as_torchrl():
+    from reap import LazyTensorStorage, ReplayBuffer, SerialEnv
+
+    torchrl = pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector as TorchRLCollector
+    from torchrl.data import LazyTensorStorage as TorchRLStorage
+    from torchrl.data import ReplayBuffer as TorchRLBuffer
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+    from torchrl.envs import SerialEnv as TorchRLSerialEnv
+    from torchrl.envs import StepCounter as TorchRLStepCounter
+
+    for ndim in (1, 2):
+        theirs = TorchRLBuffer(storage=TorchRLStorage(64, ndim=ndim))
+        env = TorchRLSerialEnv(2, lambda: TorchRLGymEnv("CartPole-v1").append_transform(TorchRLStepCounter()))
+        collector = TorchRLCollector(env, None, frames_per_batch=8, total_frames=8, replay_buffer=theirs,
+                                     extend_buffer=False)
+        list(collector)
+        collector.shutdown()
+        ours = ReplayBuffer(storage=LazyTensorStorage(64, ndim=ndim))
+        env = SerialEnv(2, lambda: TransformedEnv(GymEnv("CartPole-v1"), StepCounter()))
+        with Collector(env, None, frames_per_batch=8, total_frames=8, replay_buffer=ours, extend_buffer=False) as c:
+            assert list(c) == [None]
+        assert len(ours) == len(theirs), (ndim, torchrl.__version__)
+        assert ours[:]["step_count"].tolist() == theirs[:]["step_count"].tolist()
+
+
+# ---- TorchRL's remote helpers on a local collector ----------------------------------------------------
+def test_get_distant_attr_and_map_fn():
+    with Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=4, worker_idx=5) as c:
+        assert c.get_distant_attr("worker_idx") == 5
+        assert c.get_distant_attr("env.batch_size") == torch.Size([])
+        assert c.map_fn("get_distant_attr", [("worker_idx",), ("frames_per_batch",)]) == [5, 4]
+        assert c.map_fn("set_seed", list_of_kwargs=[{"seed": 3}]) == [4]
+        with pytest.raises(ValueError, match="list_of_args and list_of_kwargs must have the same length, got 1 and 2"):
+            c.map_fn("get_distant_attr", [("worker_idx",)], [{}, {}])
+        with pytest.raises(TypeError, match="map_fn: 'frames_per_batch' is not a method"):
+            c.map_fn("frames_per_batch")
+        with pytest.raises(ValueError, match="cannot read attribute path 'env..x'"):
+            c.get_distant_attr("env..x")

@@ -47,7 +47,7 @@ from reap.collectors.arguments import (
 )
 from reap.collectors.base import BaseCollector
 from reap.collectors.collector import Collector
-from reap.collectors.driver import CollectorDriver
+from reap.collectors.driver import CollectorDriver, driver_options
 from reap.collectors.remote import (
     DEVICES,
     check_collector_options,
@@ -207,7 +207,8 @@ class RayCollector(CollectorDriver):
                           max_restarts=max_restarts, on_worker_failure=on_worker_failure, postproc=postproc,
                           split_trajs=split_trajs, replay_buffer=replay_buffer,
                           update_after_each_batch=update_after_each_batch,
-                          max_weight_update_interval=max_weight_update_interval)
+                          max_weight_update_interval=max_weight_update_interval,
+                          **driver_options(collector_options))
         self.policy = policy
         self.max_writes_in_flight = max_writes_in_flight
         self.use_env_creator = use_env_creator

@@ -36,7 +36,7 @@ from reap.collectors.arguments import (
     checked_seconds,
 )
 from reap.collectors.collector import Collector
-from reap.collectors.driver import CollectorDriver
+from reap.collectors.driver import CollectorDriver, driver_options
 from reap.collectors.lifetime import track
 from reap.collectors.remote import (
     DEVICES,
@@ -246,7 +246,8 @@ class RemoteCollector(CollectorDriver):
                           max_restarts=max_restarts, on_worker_failure=on_worker_failure, postproc=postproc,
                           split_trajs=split_trajs, cat_results=self._cat_results,
                           update_after_each_batch=update_after_each_batch,
-                          max_weight_update_interval=max_weight_update_interval)
+                          max_weight_update_interval=max_weight_update_interval,
+                          **driver_options(collector_options))
         self.policy = policy
         self.launcher = launcher
         self.slurm_kwargs = slurm_kwargs

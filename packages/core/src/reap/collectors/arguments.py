@@ -45,18 +45,18 @@ TORCHRL_NO_EFFECT = frozenset({"num_threads", "num_sub_threads", "use_buffers", 
 #: where the default is None or False), refused otherwise.
 TORCHRL_DEFAULT_ONLY = {
     "reset_when_done": True, "preemptive_threshold": None, "trajs_per_batch": None, "trajs_per_write": None,
-    "traj_format": None, "track_policy_version": False, "weight_recv_schemes": None, "init_fn": None,
-    "pre_collect_hook": None, "post_collect_hook": None, "compact_obs": False, "interruptor": None,
+    "traj_format": None, "weight_recv_schemes": None, "init_fn": None,
+    "compact_obs": False, "interruptor": None,
     "compile_policy": None, "cudagraph_policy": None, "collector_class": None, "return_same_td": False,
     "weight_sync_schemes": None,
 }
 _DEFAULT_ONLY_FIX = {
     "compile_policy": "compile the policy yourself (torch.compile(policy)) before passing it",
     "cudagraph_policy": "reap steps policies on the CPU; leave it unset",
-    "post_collect_hook": "pass postproc= (it runs on every batch)",
-    "track_policy_version": "reap's multi-worker and remote collectors tag every batch with "
-                            "('collector', 'policy_version')",
-    "trajs_per_batch": "split_trajs=True regroups each batch by trajectory",
+    "trajs_per_batch": "reap's Collector, MultiSyncCollector and MultiAsyncCollector take it; here, "
+                       "split_trajs=True regroups each batch by trajectory",
+    "trajs_per_write": "reap's Collector, MultiSyncCollector and MultiAsyncCollector take it, with trajs_per_batch",
+    "traj_format": "reap's Collector, MultiSyncCollector and MultiAsyncCollector take it, with trajs_per_batch",
     "weight_sync_schemes": "a local collector runs the trainer's policy itself; weight_sync_schemes is for the "
                            "collectors with workers (num_collectors=..., backend=...)",
 }
@@ -381,6 +381,24 @@ def renamed(old: str, old_value, new: str, new_value, default, owner: str):
     return old_value
 
 
+def checked_track_policy_version(value, owner: str) -> bool:
+    """``track_policy_version``: True or False (TorchRL also takes a ``PolicyVersion``
+    transform; reap counts versions itself).
+
+    Examples:
+        >>> checked_track_policy_version(True, "MyCollector")
+        True
+        >>> checked_track_policy_version("uuid", "MyCollector")
+        Traceback (most recent call last):
+        ...
+        TypeError: MyCollector: track_policy_version must be True or False, got 'uuid' (reap numbers versions 0, 1, ... itself: pass True)
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: track_policy_version must be True or False, got {value!r} "
+                        "(reap numbers versions 0, 1, ... itself: pass True)")
+    return value
+
+
 def check_postproc_and_buffer(postproc, replay_buffer, owner: str) -> None:
     """``postproc`` must be callable and ``replay_buffer`` have ``extend()`` (each or ``None``)."""
     if postproc is not None and not callable(postproc):
@@ -425,6 +443,7 @@ __all__ = [
     "checked_exploration_type",
     "checked_failure_options",
     "checked_init_random_frames",
+    "checked_track_policy_version",
     "checked_seconds",
     "checked_total_frames",
     "checked_worker_ids",

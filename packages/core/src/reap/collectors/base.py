@@ -12,7 +12,7 @@ import contextlib
 import functools
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tensordict import TensorDictBase
 
@@ -67,6 +67,31 @@ class BaseCollector:
 
     def __iter__(self) -> Iterator[TensorDictBase | None]:
         return self.iterator()
+
+    @property
+    def _traj_assembly(self) -> tuple[dict, list] | None:
+        """TorchRL's name for ``trajs_per_batch``'s queues: (running trajectories by id, complete
+        ones not yet handed out); None without ``trajs_per_batch``."""
+        trajs = self.__dict__.get("_trajs")
+        return None if trajs is None else (trajs.partial, trajs.complete)
+
+    @property
+    def trajs_per_batch(self) -> int | None:
+        """The complete trajectories in each batch (None: ``frames_per_batch`` frames)."""
+        trajs = self.__dict__.get("_trajs")
+        return None if trajs is None else trajs.trajs_per_batch
+
+    @property
+    def trajs_per_write(self) -> int | None:
+        """The complete trajectories per ``replay_buffer.extend()`` (None: all that are ready)."""
+        trajs = self.__dict__.get("_trajs")
+        return None if trajs is None else trajs.trajs_per_write
+
+    @property
+    def traj_format(self) -> str:
+        """The layout of ``trajs_per_batch`` batches: ``"padded"`` (also without it, as TorchRL's) or ``"cat"``."""
+        trajs = self.__dict__.get("_trajs")
+        return "padded" if trajs is None else trajs.traj_format
 
     def __len__(self) -> int:
         """The number of batches, ``ceil(total_frames / frames_per_batch)``, as TorchRL's.
@@ -202,6 +227,75 @@ class BaseCollector:
         """The lock :meth:`start`'s thread holds for each batch (none before ``start()``)."""
         return self.__dict__.get("_batch_lock") or contextlib.nullcontext()
 
+    # ---- TorchRL's remote helpers: attributes and methods of the collector(s) that collect ---
+    def get_distant_attr(self, attr: str):
+        """The attribute at path ``attr`` (``"env.batch_size"``, ``"plugin_options['x']"``) of
+        the collector that runs the rollouts: this one; a multi-worker collector gives a list,
+        one value per worker.
+
+        Examples:
+            >>> from reap import Collector, GymEnv
+            >>> with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, worker_idx=3) as c:
+            ...     c.get_distant_attr("worker_idx"), c.map_fn("get_distant_attr", [("worker_idx",), ("frames",)])
+            (3, [3, 0])
+        """
+        return resolve_attr(self, attr)
+
+    def map_fn(self, method_name: str, list_of_args: list | None = None, list_of_kwargs: list | None = None) -> list:
+        """Call method ``method_name`` (a path, as :meth:`get_distant_attr`'s) once per entry of
+        ``list_of_args`` and ``list_of_kwargs`` (equal lengths; either may be left out), in
+        order; returns the results. A multi-worker collector takes one entry per worker and
+        makes each call in its worker."""
+        calls = paired_calls(list_of_args, list_of_kwargs, None, f"{type(self).__name__}.map_fn")
+        method = resolve_attr(self, method_name)
+        if not callable(method):
+            raise TypeError(f"{type(self).__name__}.map_fn: {method_name!r} is not a method, it is {method!r}")
+        return [method(*args, **kwargs) for args, kwargs in calls]
+
+    # ---- TorchRL's collect hooks -------------------------------------------------------------
+    _pre_collect_hook: Callable[[], None] | None = None
+    _post_collect_hook: Callable[[TensorDictBase], None] | None = None
+
+    @property
+    def pre_collect_hook(self) -> Callable[[], None] | None:
+        """Called with no argument before each rollout, where the rollout runs (in each worker
+        of a multi-worker collector), as TorchRL's.
+
+        Examples:
+            >>> from reap import Collector, GymEnv
+            >>> calls = []
+            >>> with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=8,
+            ...                pre_collect_hook=lambda: calls.append("pre"),
+            ...                post_collect_hook=lambda batch: calls.append(batch.numel())) as c:
+            ...     _ = list(c)
+            >>> calls
+            ['pre', 4, 'pre', 4]
+        """
+        return self._pre_collect_hook
+
+    @pre_collect_hook.setter
+    def pre_collect_hook(self, fn: Callable[[], None] | None) -> None:
+        self._set_collect_hooks(checked_hook(fn, "pre_collect_hook"), self._post_collect_hook)
+
+    @property
+    def post_collect_hook(self) -> Callable[[TensorDictBase], None] | None:
+        """Called with each batch: the batch the collector yields (after ``postproc``, before a
+        ``replay_buffer`` gets it); in a multi-worker collector, each worker's batch, in the
+        worker. An error it raises stops the iteration."""
+        return self._post_collect_hook
+
+    @post_collect_hook.setter
+    def post_collect_hook(self, fn: Callable[[TensorDictBase], None] | None) -> None:
+        self._set_collect_hooks(self._pre_collect_hook, checked_hook(fn, "post_collect_hook"))
+
+    def set_post_collect_hook(self, fn: Callable[[TensorDictBase], None] | None) -> None:
+        """The ``post_collect_hook`` setter as a method (TorchRL's)."""
+        self.post_collect_hook = fn
+
+    def _set_collect_hooks(self, pre, post) -> None:
+        """Keep both hooks; a collector with workers also sends them to each worker."""
+        self._pre_collect_hook, self._post_collect_hook = pre, post
+
     # ---- plugins: options that reach every worker, reports that come back ----------------
     def set_plugin_options(self, name: str, options) -> None:
         """Give plugin ``name`` its ``options`` in this collector and in each of its workers.
@@ -268,6 +362,94 @@ class BaseCollector:
             except Exception as exc:  # interpreter teardown: report, never raise
                 warnings.warn(f"{type(self).__name__}.shutdown() failed during garbage collection: {exc}",
                               RuntimeWarning, stacklevel=1)
+
+
+def resolve_attr(obj, path: str):
+    """``obj``'s attribute at ``path``: names joined by dots, each optionally indexed with
+    literal keys (``"a.b['c'][0].d"``).
+
+    Examples:
+        >>> import types
+        >>> resolve_attr(types.SimpleNamespace(a={"c": [5, 6]}), "a['c'][1]")
+        6
+        >>> resolve_attr(types.SimpleNamespace(a=1), "a..b")
+        Traceback (most recent call last):
+        ...
+        ValueError: cannot read attribute path 'a..b': use names joined by dots, each optionally indexed with literal keys
+    """
+    import ast
+
+    try:
+        node = ast.parse(path, mode="eval").body
+    except SyntaxError:
+        node = None
+    steps = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            steps.append(("attr", node.attr))
+        else:
+            steps.append(("item", ast.literal_eval(node.slice)))
+        node = node.value
+    if not isinstance(node, ast.Name):
+        raise ValueError(f"cannot read attribute path {path!r}: use names joined by dots, each optionally "
+                         "indexed with literal keys")
+    value = getattr(obj, node.id)
+    for kind, key in reversed(steps):
+        value = getattr(value, key) if kind == "attr" else value[key]
+    return value
+
+
+def paired_calls(list_of_args, list_of_kwargs, expected: int | None, owner: str) -> list[tuple[tuple, dict]]:
+    """``(args, kwargs)`` pairs of :meth:`BaseCollector.map_fn`'s lists (a missing one filled with
+    ``()`` or ``{}``), checked: equal lengths, and ``expected`` entries when given (one per worker).
+
+    Examples:
+        >>> paired_calls([(1,), (2,)], None, 2, "map_fn")
+        [((1,), {}), ((2,), {})]
+        >>> paired_calls([(1,)], None, 2, "map_fn")
+        Traceback (most recent call last):
+        ...
+        ValueError: map_fn: Expected 2 argument entries (one per worker), got 1
+    """
+    if list_of_args is None:
+        list_of_args = [()] * (len(list_of_kwargs) if list_of_kwargs is not None else expected or 1)
+    if list_of_kwargs is None:
+        list_of_kwargs = [{}] * len(list_of_args)
+    if len(list_of_args) != len(list_of_kwargs):
+        raise ValueError(f"{owner}: list_of_args and list_of_kwargs must have the same length, got "
+                         f"{len(list_of_args)} and {len(list_of_kwargs)}")
+    if expected is not None and len(list_of_args) != expected:
+        raise ValueError(f"{owner}: Expected {expected} argument entries (one per worker), got {len(list_of_args)}")
+    return [(tuple(args), dict(kwargs)) for args, kwargs in zip(list_of_args, list_of_kwargs)]
+
+
+def is_private_key(key) -> bool:
+    """Whether a key has a part starting with ``"_"`` (reap's hidden arrays included): TorchRL's
+    collectors leave such entries (e.g. an exploration module's ``"_ou_prev_noise"``) out of
+    their batches, and so do reap's.
+
+    Examples:
+        >>> is_private_key("_dummy"), is_private_key(("out", "_dummy")), is_private_key(("next", "obs"))
+        (True, True, False)
+    """
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(part, str) and part.startswith("_") for part in parts)
+
+
+def checked_hook(fn, name: str):
+    """``fn`` if it is a callable or None, else a ``TypeError`` naming ``name``.
+
+    Examples:
+        >>> checked_hook(None, "pre_collect_hook") is None
+        True
+        >>> checked_hook(3, "post_collect_hook")
+        Traceback (most recent call last):
+        ...
+        TypeError: post_collect_hook must be a callable or None, got 3
+    """
+    if fn is not None and not callable(fn):
+        raise TypeError(f"{name} must be a callable or None, got {fn!r}")
+    return fn
 
 
 def options_for_worker(options, worker_idx: int):

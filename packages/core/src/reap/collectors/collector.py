@@ -39,15 +39,20 @@ from reap.collectors.arguments import (
     checked_device,
     checked_exploration_type,
     checked_init_random_frames,
+    checked_track_policy_version,
 )
-from reap.collectors.base import BaseCollector
+from reap.collectors.base import BaseCollector, checked_hook, is_private_key
 from reap.collectors.interaction import rollout_interaction
 from reap.collectors.policy import PolicyRunner, check_action
+from reap.collectors.stepwise import StepwiseRollout, stepwise_reason
+from reap.collectors.traj_batches import checked_traj_options
 from reap.collectors.trajectories import (
     TrajIdCounter,
+    extend_by_steps,
     mark_time,
     mark_truncated,
     split_trajectories,
+    tag_policy_version,
 )
 from reap.envs.base import EnvBase, checked_env, is_hidden, refuse_torchrl_env
 from reap.envs.serial import SerialEnv
@@ -132,7 +137,9 @@ class Collector(BaseCollector):
     which returns its own collector: ``num_collectors`` of them (a single ``create_env_fn`` is
     used for each; ``num_collectors`` alone picks ``"mp"``), ``sync`` (default False, as
     TorchRL's) chooses sync or async collection, and ``backend_options`` are more keyword
-    arguments for the backend's collector.
+    arguments for the backend's collector. ``trajs_per_batch=N`` yields batches of ``N``
+    complete trajectories instead (``traj_format``, ``trajs_per_write``: see
+    :mod:`reap.collectors.traj_batches`).
 
     Examples:
         >>> from reap import Collector, GymEnv
@@ -191,6 +198,12 @@ class Collector(BaseCollector):
         worker_idx: int | None = None,
         traj_id_counter: TrajIdCounter | None = None,
         set_truncated: bool = False,
+        pre_collect_hook: Callable[[], None] | None = None,
+        post_collect_hook: Callable[[TensorDictBase], None] | None = None,
+        track_policy_version: bool = False,
+        trajs_per_batch: int | None = None,
+        trajs_per_write: int | None = None,
+        traj_format: str | None = None,
         **torchrl_kwargs,
     ):
         check_torchrl_kwargs(torchrl_kwargs, "Collector")
@@ -200,6 +213,9 @@ class Collector(BaseCollector):
             init_random_frames=init_random_frames, postproc=postproc, replay_buffer=replay_buffer,
             exploration_type=exploration_type, device=device, storing_device=storing_device,
             policy_device=policy_device, env_device=env_device), "Collector")
+        self._trajs = checked_traj_options(  # trajs_per_batch: see reap.collectors.traj_batches
+            trajs_per_batch, trajs_per_write, traj_format, "Collector", replay_buffer=replay_buffer,
+            split_trajs=split_trajs, track_traj_ids=track_traj_ids, reset_at_each_iter=reset_at_each_iter)
         if create_env_fn is None:
             raise ValueError("Collector: create_env_fn is required (an env, or a callable returning one)")
         self.exploration_type = checked_exploration_type(exploration_type, "Collector")
@@ -246,6 +262,9 @@ class Collector(BaseCollector):
         self.postproc = postproc
         self.split_trajs = bool(split_trajs)
         self.set_truncated = bool(set_truncated)
+        self._pre_collect_hook = checked_hook(pre_collect_hook, "pre_collect_hook")
+        self._post_collect_hook = checked_hook(post_collect_hook, "post_collect_hook")
+        self.track_policy_version = checked_track_policy_version(track_policy_version, "Collector")
         self.return_same_td = return_same_td
         self.replay_buffer = replay_buffer
         self.extend_buffer = extend_buffer
@@ -258,9 +277,18 @@ class Collector(BaseCollector):
         if self.policy_device is not None and isinstance(self.policy, torch.nn.Module):
             self.policy = self.policy.to(self.policy_device)
         self._source_policy = policy
-        self._runner = PolicyRunner(self.policy, self.env, policy_device=self.policy_device,
-                                    generator=self._generator)
-        self._allocate()
+        #: why the env is driven one TensorDict per step (``path == "tensordict"``), else None
+        self.path_reason = stepwise_reason(self.env)
+        self._stepwise: StepwiseRollout | None = None
+        if self.path_reason is None:
+            self._runner = PolicyRunner(self.policy, self.env, policy_device=self.policy_device,
+                                        generator=self._generator)
+            self._allocate()
+        else:
+            self._runner = None
+            self._stepwise = StepwiseRollout(
+                self.env, self.policy, steps=self._steps, traj_counter=self._traj_counter,
+                generator=self._generator, policy_device=self.policy_device, track_traj_ids=track_traj_ids)
         if weight_updater is None:
             weight_updater = VanillaWeightUpdater()
         elif isinstance(weight_updater, type) or (
@@ -316,9 +344,10 @@ class Collector(BaseCollector):
         self._cur_traj = np.zeros(batch, dtype=np.int64)
         self._new_trajectories(None)
         nb = len(batch)
-        self._out_sources = [
+        self._all_out_sources = [
             (k, v[:steps].movedim(0, nb)) for k, v in self._root_torch.items() if not is_hidden(k)
         ] + [(("next", k), v.movedim(0, nb)) for k, v in self._next_torch.items() if not is_hidden(k)]
+        self._out_sources = [(k, v) for k, v in self._all_out_sources if not is_private_key(k)]
         if self.track_traj_ids:
             self._out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
         self._out_batch_size = (*batch, steps)
@@ -335,6 +364,11 @@ class Collector(BaseCollector):
 
     # ---- the hot loop ----------------------------------------------------------------------
     def _rollout(self) -> None:
+        if self._stepwise is not None:
+            if self.reset_at_each_iter and self._started_batches:
+                self._stepwise.reset()
+            self._stepwise_steps = self._stepwise.rollout(random=self._frames < self.init_random_frames)
+            return
         env, root, nxt = self.env, self._root, self._next
         steps = self._steps
         if self.reset_at_each_iter and self._started_batches:
@@ -371,9 +405,36 @@ class Collector(BaseCollector):
 
     # ---- iteration -------------------------------------------------------------------------
     _started_batches = 0
+    _same_td: TensorDict | None = None
+
+    @property
+    def _exclude_private_keys(self) -> bool:
+        """TorchRL's switch (True by default): entries with a part starting with ``"_"`` (e.g. an
+        exploration module's ``"_ou_prev_noise"``) stay out of the batches. Set it before the
+        first batch."""
+        return self.__dict__.get("_private_keys_excluded", True)
+
+    @_exclude_private_keys.setter
+    def _exclude_private_keys(self, value: bool) -> None:
+        self.__dict__["_private_keys_excluded"] = value = bool(value)
+        if self._stepwise is not None:
+            self._stepwise.exclude_private_keys = value
+            self._stepwise._template = self._stepwise._make_template()
+        else:
+            self._out_sources = [(k, v) for k, v in self._all_out_sources if not (value and is_private_key(k))]
+        self._same_td = None
+
+    @property
+    def path(self) -> str:
+        """``"arrays"``: the env steps into preallocated arrays (envs of TorchRL's plain layout);
+        ``"tensordict"``: one TensorDict per step, as TorchRL's collectors run (several action keys,
+        nested or heterogeneous entries; slower; ``path_reason`` says why)."""
+        return "arrays" if self._stepwise is None else "tensordict"
 
     def empty_batch(self) -> TensorDict:
         """A zeroed TensorDict with the layout of one batch (e.g. to place in shared memory)."""
+        if self._stepwise is not None:
+            return self._stepwise.empty_batch()
         batch = TensorDict(batch_size=self._out_batch_size)
         for key, src in self._out_sources:
             batch.set(key, torch.zeros(src.shape, dtype=src.dtype))
@@ -382,6 +443,9 @@ class Collector(BaseCollector):
     def _assemble(self, dest: TensorDictBase | None = None) -> TensorDictBase:
         if dest is None and self.return_same_td:
             dest = self._same_td = self._same_td if self._same_td is not None else self.empty_batch()
+        if self._stepwise is not None:
+            steps, self._stepwise_steps = self._stepwise_steps, None
+            return self._stepwise.batch(steps, dest)
         if dest is not None:
             for key, src in self._out_sources:
                 dest.get(key).copy_(src)
@@ -395,12 +459,18 @@ class Collector(BaseCollector):
         """Collect one raw batch into ``dest`` (laid out as ``empty_batch()``), in place.
 
         This is what multi-process workers run: the same loop, then one copy into shared memory.
-        No ``split_trajs``/``postproc``/``replay_buffer``: the receiving side applies those.
+        No ``split_trajs``/``postproc``/``replay_buffer``: the receiving side applies those; the
+        ``post_collect_hook`` sees ``dest``.
         """
-        return self._collect(dest)
+        batch = self._collect(dest)
+        if self._post_collect_hook is not None:
+            self._post_collect_hook(batch)
+        return batch
 
     def _collect(self, dest: TensorDictBase | None = None) -> TensorDictBase:
         self._check_open()
+        if self._pre_collect_hook is not None:
+            self._pre_collect_hook()
         hook().reap_rollout_start(collector=self, worker_idx=self.worker_idx)
         with torch.no_grad(), rollout_interaction(self.exploration_type):
             self._rollout()
@@ -420,9 +490,15 @@ class Collector(BaseCollector):
             hook().reap_collector_start(collector=self, worker_idx=self.worker_idx)
         while self._target_frames == -1 or self._frames < self._target_frames:
             batch = self.rollout()  # checks the collector is still open
-            if self.replay_buffer is not None:
+            if self._post_collect_hook is not None:
+                self._post_collect_hook(batch)
+            if self._trajs is not None:  # trajs_per_batch: whole trajectories
+                yield from self._trajs.regroup(batch, self.replay_buffer)
+            elif self.replay_buffer is not None:
                 if self.extend_buffer:
                     self.replay_buffer.extend(batch)
+                else:
+                    extend_by_steps(self.replay_buffer, batch)
                 yield None
             else:
                 yield batch
@@ -433,11 +509,17 @@ class Collector(BaseCollector):
         if not self._started:
             self._started = True
             hook().reap_collector_start(collector=self, worker_idx=self.worker_idx)
-        return self._postprocess(self._collect())
+        batch = self._postprocess(self._collect())
+        if self._post_collect_hook is not None:
+            self._post_collect_hook(batch)
+        return batch
 
     def rollout(self) -> TensorDictBase:
         """Collect one batch (no post-processing loop bookkeeping beyond frame counts)."""
-        batch = self._postprocess(self._collect())
+        batch = self._collect()
+        if self.track_policy_version:
+            tag_policy_version(batch, self.policy_version)
+        batch = self._postprocess(batch)
         hook().reap_batch_ready(collector=self, batch=batch)
         return batch
 
@@ -472,6 +554,11 @@ class Collector(BaseCollector):
     def reset(self, index=None) -> None:
         """Reset every env (or those at ``index``) before the next step."""
         self._check_open()
+        if self._trajs is not None:  # trajs_per_batch: the episodes reset here never end
+            self._drop_reset_trajectories(index)
+        if self._stepwise is not None:
+            self._stepwise.reset(index)
+            return
         steps = self._steps
         if index is None:
             self.env._reset_into(self._root, steps if self._started_batches else 0, None)
@@ -481,6 +568,16 @@ class Collector(BaseCollector):
         mask[index] = True
         self.env._reset_into(self._root, steps if self._started_batches else 0, mask)
         self._new_trajectories(mask)
+
+    def _drop_reset_trajectories(self, index) -> None:
+        if index is None:
+            self._trajs.flush()
+            return
+        running = (self._cur_traj if self._stepwise is None
+                   else self._stepwise.carrier.get(("collector", "traj_ids")).numpy())
+        mask = np.zeros(running.shape, dtype=bool)
+        mask[index] = True
+        self._trajs.drop(running[mask])
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the env and the random-action generator; the envs restart from a reset."""
@@ -556,7 +653,8 @@ class Collector(BaseCollector):
     def __repr__(self) -> str:
         return (
             f"Collector(env={self.env!r}, frames_per_batch={self.frames_per_batch}, "
-            f"total_frames={self.total_frames}, frames={self._frames})"
+            f"total_frames={self.total_frames}, frames={self._frames}"
+            + ("" if self._stepwise is None else f", path='tensordict' ({self.path_reason})") + ")"
         )
 
 

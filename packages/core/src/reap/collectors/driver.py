@@ -48,16 +48,37 @@ from reap.collectors.arguments import (
     MAX_RESTARTS,
     START_TIMEOUT,
     WORKER_TIMEOUT,
+    checked_track_policy_version,
     checked_worker_ids,
 )
-from reap.collectors.base import BaseCollector, options_for_worker
+from reap.collectors.base import BaseCollector, checked_hook, options_for_worker, paired_calls
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines, WorkerWeights
 from reap.collectors.lifetime import track, untrack
-from reap.collectors.trajectories import mark_time, split_trajectories
-from reap.collectors.worker import worker_seed
+from reap.collectors.trajectories import (
+    extend_by_steps,
+    mark_time,
+    split_trajectories,
+    tag_policy_version,
+)
+from reap.collectors.worker import VERSION_KEY, pickled_hook, worker_seed
 from reap.errors import WorkerError
 from reap.plugins import hook
 from reap.weight_update import match_weights, weights_from_update_args
+
+#: TorchRL collector arguments every driver acts on itself (a remote collector takes them out of
+#: the options it gives its workers' collectors: :func:`driver_options`).
+DRIVER_OPTIONS = ("pre_collect_hook", "post_collect_hook", "track_policy_version")
+
+
+def driver_options(options: dict) -> dict:
+    """Take :data:`DRIVER_OPTIONS` out of ``options`` (in place) for :meth:`CollectorDriver._init_driver`.
+
+    Examples:
+        >>> options = {"track_policy_version": True, "max_frames_per_traj": 5}
+        >>> driver_options(options), options
+        ({'track_policy_version': True}, {'max_frames_per_traj': 5})
+    """
+    return {key: options.pop(key) for key in DRIVER_OPTIONS if key in options}
 
 
 class CollectorDriver(BaseCollector):
@@ -111,6 +132,9 @@ class CollectorDriver(BaseCollector):
     _state_as_list = False
     _closed = True  # until the workers are up: __del__ of a half-built collector does nothing
     _failure: WorkerError | None = None
+    #: ``trajs_per_batch``'s :class:`~reap.collectors.traj_batches.TrajectoryBatches` (None: off),
+    #: which regroups the batches :meth:`_finish` returns, and writes the replay buffer instead
+    _trajs = None
     policy = None
     weight_updater = None  # a TorchRL-style updater whose push_weights() calls _push_weights()
 
@@ -121,7 +145,8 @@ class CollectorDriver(BaseCollector):
                      postproc: Callable | None = None, split_trajs: bool = False, storing_device=None,
                      replay_buffer=None, extend_buffer: bool = True, cat_results="stack",
                      update_at_each_batch: bool = False, update_after_each_batch: bool = False,
-                     max_weight_update_interval: int = -1) -> None:
+                     max_weight_update_interval: int = -1, pre_collect_hook: Callable | None = None,
+                     post_collect_hook: Callable | None = None, track_policy_version: bool = False) -> None:
         """The driver's state for ``num_workers`` workers (each asked ``worker_frames[i]`` frames
         a batch; the workers' ready info sets them otherwise); every argument is checked by
         then (:mod:`reap.collectors.arguments`)."""
@@ -141,6 +166,9 @@ class CollectorDriver(BaseCollector):
         self.cat_results = cat_results
         self.update_at_each_batch = bool(update_at_each_batch)
         self.update_after_each_batch = bool(update_after_each_batch)
+        self._pre_collect_hook = checked_hook(pre_collect_hook, "pre_collect_hook")  # sent as workers start
+        self._post_collect_hook = checked_hook(post_collect_hook, "post_collect_hook")
+        self.track_policy_version = checked_track_policy_version(track_policy_version, type(self).__name__)
         self._worker_weights = WorkerWeights(
             0, max_interval=0 if update_after_each_batch else max_weight_update_interval)
         self._latest = LatestWeights()  # out-of-band schemes: what a restarted worker is given
@@ -265,8 +293,28 @@ class CollectorDriver(BaseCollector):
         self._worker_frames[idx] = info.get("frames_per_batch") or self._worker_frames[idx]
         self.weight_sync_scheme.on_worker_ready(idx, info.get("weights_buffer"))
         self._deadlines.forget(idx)
+        if self._pre_collect_hook is not None or self._post_collect_hook is not None:
+            self._call(idx, "set_collect_hooks", self._pickled_hooks())
+
+    def _pickled_hooks(self) -> tuple:
+        return pickled_hook(self._pre_collect_hook), pickled_hook(self._post_collect_hook)
+
+    def _set_collect_hooks(self, pre, post) -> None:
+        """Each worker runs the hooks around its rollouts, so they are sent to every worker (a
+        restarted one gets them as it starts)."""
+        with self._background_lock():
+            super()._set_collect_hooks(pre, post)
+            if not self._closed:
+                hooks = self._pickled_hooks()
+                self._call_all("set_collect_hooks", lambda i: hooks)
 
     # ---- properties -----------------------------------------------------------------------------
+    @property
+    def _weight_sync_schemes(self) -> dict:
+        """TorchRL's view of the scheme, by model: ``{"policy": weight_sync_scheme}`` (reap's
+        collectors sync one model, the policy)."""
+        return {"policy": self.weight_sync_scheme}
+
     @property
     def num_workers(self) -> int:
         return len(self._ahead)
@@ -511,7 +559,13 @@ class CollectorDriver(BaseCollector):
         if not self._hook_started:
             self._hook_started = True
             hook().reap_collector_start(collector=self, worker_idx=-1)
-        yield from (self._sync_iterator() if self._sync else self._async_iterator())
+        batches = self._sync_iterator() if self._sync else self._async_iterator()
+        if self._trajs is None:
+            yield from batches
+            return
+        with contextlib.closing(batches):  # trajs_per_batch: whole trajectories
+            for batch in batches:
+                yield from self._trajs.regroup(batch, self.replay_buffer)
 
     def _sync_iterator(self):
         while self._more():
@@ -560,15 +614,20 @@ class CollectorDriver(BaseCollector):
         if batch is not None:
             if self.storing_device is not None and self.storing_device.type != "cpu":
                 batch = batch.to(self.storing_device)
+            if self.track_policy_version:
+                tag_policy_version(batch, batch.get(VERSION_KEY))
             mark_time(batch)
             if self.split_trajs:
                 batch = mark_time(split_trajectories(batch))
             if self.postproc is not None:
                 batch = self.postproc(batch)
         hook().reap_batch_ready(collector=self, batch=batch)
-        if self.replay_buffer is not None:
+        if self.replay_buffer is not None and self._trajs is None:
             if batch is not None and self.extend_buffer:
                 self.replay_buffer.extend(batch)
+            elif batch is not None:  # each worker's steps as they came (TorchRL's workers write them)
+                for part in (batch.unbind(0) if self._sync and self.cat_results == "stack" else [batch]):
+                    extend_by_steps(self.replay_buffer, part)
             return None
         return batch
 
@@ -592,6 +651,8 @@ class CollectorDriver(BaseCollector):
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
         self._check_open()
+        if self._trajs is not None:  # trajs_per_batch: the episodes under way never end
+            self._trajs.flush()
         self._seed = (seed, static_seed)
         # a worker restarted meanwhile was seeded when it started (a seed of its own): not again
         self._call_all("set_seed", lambda i: (seed if static_seed else worker_seed(seed, i), static_seed), again=False)
@@ -602,6 +663,8 @@ class CollectorDriver(BaseCollector):
         """Reset the envs of every worker (or of the workers flagged in ``reset_idx``); their
         prefetched rollouts are dropped."""
         self._check_open()
+        if self._trajs is not None:  # trajs_per_batch: drop what is assembled, as TorchRL does
+            self._trajs.flush()
         ids = [i for i in range(self.num_workers) if reset_idx is None or bool(reset_idx[i])]
         self._call_all("reset", lambda i: (None,), among=ids)
         for i in ids:
@@ -631,6 +694,16 @@ class CollectorDriver(BaseCollector):
         self._call_all("load_state_dict", lambda i: (states[i],), among=sorted(states))
         for i in states:
             self._ahead[i] = False
+
+    def get_distant_attr(self, attr: str) -> list:
+        """Each worker's collector's attribute at path ``attr``, in worker order."""
+        return self._call_all("get_distant_attr", lambda i: (attr,))
+
+    def map_fn(self, method_name: str, list_of_args: list | None = None, list_of_kwargs: list | None = None) -> list:
+        """Call ``method_name`` on each worker's collector, worker ``i`` with entry ``i`` of
+        ``list_of_args``/``list_of_kwargs`` (one entry per worker); the results in worker order."""
+        calls = paired_calls(list_of_args, list_of_kwargs, self.num_workers, f"{type(self).__name__}.map_fn")
+        return self._call_all("call_method", lambda i: (method_name, *calls[i]))
 
     def _forward_plugin_options(self, name: str, options) -> None:
         # a worker that restarts later takes them when it starts (_worker_plugin_options)

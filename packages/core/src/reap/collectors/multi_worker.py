@@ -44,6 +44,7 @@ from reap.collectors.arguments import (
 from reap.collectors.collector import Collector
 from reap.collectors.driver import CollectorDriver
 from reap.collectors.multi import MultiCollector
+from reap.collectors.traj_batches import checked_traj_options
 from reap.collectors.worker import CollectorWorker
 
 
@@ -117,6 +118,12 @@ class MultiWorkerCollector(CollectorDriver):
         max_restarts: int = MAX_RESTARTS,
         sync: bool | None = None,
         backend: str | None = None,
+        pre_collect_hook: Callable[[], None] | None = None,
+        post_collect_hook: Callable | None = None,
+        track_policy_version: bool = False,
+        trajs_per_batch: int | None = None,
+        trajs_per_write: int | None = None,
+        traj_format: str | None = None,
         **options,
     ):
         owner = type(self).__name__
@@ -137,13 +144,17 @@ class MultiWorkerCollector(CollectorDriver):
         cat_results = checked_cat_results(cat_results, owner, sync_name=None if self._sync else self._sync_name)
         checked_failure_options(on_worker_failure, max_restarts, owner)
         check_postproc_and_buffer(postproc, replay_buffer, owner)
+        trajs = checked_traj_options(  # trajs_per_batch: the driver regroups the workers' batches
+            trajs_per_batch, trajs_per_write, traj_format, owner, replay_buffer=replay_buffer,
+            split_trajs=split_trajs, track_traj_ids=track_traj_ids, reset_at_each_iter=reset_at_each_iter)
         checked_exploration_type(exploration_type, owner)  # else only the workers' Collector would refuse it
         for dev in env_device if isinstance(env_device, (list, tuple)) else [env_device]:
             checked_device("env_device", dev, owner)
+        devices = per_worker(device, n, "device", owner)  # TorchRL: one device, or one per worker
         storing = per_worker(storing_device, n, "storing_device", owner)[0]
-        storing = checked_device("storing_device", storing if storing is not None else device, owner)
-        policy_devices = [checked_device("policy_device", p if p is not None else device, owner)
-                          for p in per_worker(policy_device, n, "policy_device", owner)]
+        storing = checked_device("storing_device", storing if storing is not None else devices[0], owner)
+        policy_devices = [checked_device("policy_device", p if p is not None else d, owner)
+                          for p, d in zip(per_worker(policy_device, n, "policy_device", owner), devices)]
         self.policy = policy
         self._random_batches = math.ceil(init_random_frames / sum(requested))
         self._worker_kwargs = [{
@@ -161,7 +172,9 @@ class MultiWorkerCollector(CollectorDriver):
                           max_restarts=max_restarts, on_worker_failure=on_worker_failure, postproc=postproc,
                           split_trajs=split_trajs, storing_device=storing, replay_buffer=replay_buffer,
                           extend_buffer=extend_buffer, cat_results=cat_results,
-                          update_at_each_batch=update_at_each_batch)
+                          update_at_each_batch=update_at_each_batch, pre_collect_hook=pre_collect_hook,
+                          post_collect_hook=post_collect_hook, track_policy_version=track_policy_version)
+        self._trajs = trajs
         self.weight_updater = self._updater(weight_updater, owner)
         self._start_transport()
         self._start_workers()

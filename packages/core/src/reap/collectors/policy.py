@@ -71,6 +71,7 @@ class PolicyRunner:
             self.fn = policy
             self.in_keys = self._infer_in_keys(policy, env)
             self.out_keys = [self.action_key]
+            self._name_outputs = True  # a tuple's other outputs become "output1", ... (TorchRL's)
         else:
             raise TypeError(
                 f"policy must be a TensorDictModule, an nn.Module, a callable or None, "
@@ -93,15 +94,20 @@ class PolicyRunner:
         fn = policy.forward if isinstance(policy, torch.nn.Module) else policy
         obs_keys = list(env.observation_spec.keys())
         try:
-            params = [
-                p.name
-                for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            ]
+            positional = [p for p in inspect.signature(fn).parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         except (TypeError, ValueError):
-            params = []
+            positional = []
+        params = [p.name for p in positional]
+        required = [p.name for p in positional if p.default is p.empty]
         if params and all(p in env.root_specs() for p in params):
             return params
+        if required and all(p in env.root_specs() for p in required):
+            return required
+        if len(required) > 1:
+            raise TypeError(
+                f"policy: {type(policy).__name__}.forward requires {required}, but the env's observations "
+                f"are {obs_keys}; name its arguments after them or wrap it in a TensorDictModule with in_keys")
         if len(obs_keys) == 1:
             return obs_keys
         if len(params) == 1 and "observation" in obs_keys:
@@ -131,6 +137,8 @@ class PolicyRunner:
             args = [None if k in self.absent else self._to_device(root_td.get(k)) for k in self.in_keys]
             result = self.fn(*args)
             result = result if isinstance(result, tuple) else (result,)
+            if getattr(self, "_name_outputs", False):
+                self.out_keys = [self.action_key, *(f"output{i}" for i in range(1, len(result)))]
             if len(result) != len(self.out_keys):
                 raise ValueError(
                     f"policy returned {len(result)} outputs but its out_keys are {self.out_keys}"

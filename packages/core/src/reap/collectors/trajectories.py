@@ -65,8 +65,59 @@ def mark_truncated(batch: TensorDictBase) -> TensorDictBase:
         [False, False, True]
     """
     last = (slice(None),) * (batch.batch_dims - 1) + (-1,)
-    for key in ("truncated", "done"):
-        batch.get(("next", key))[last] = True
+    if ("next", "truncated") in batch.keys(True):
+        for key in ("truncated", "done"):
+            batch.get(("next", key))[last] = True
+        return batch
+    # an env of nested done groups (the collectors' TensorDict path): each group's flags, as TorchRL
+    nxt = batch.get("next")
+    groups = [k[:-1] for k in nxt.keys(True, True) if isinstance(k, tuple) and k[-1] == "truncated"]
+    if not groups:
+        raise RuntimeError("set_truncated=True but the env has no 'truncated' flag; add one "
+                           "(env.add_truncated_keys())")
+    for group in groups:
+        for key in ("truncated", "done"):
+            flag = nxt.get((*group, key)).clone()
+            flag[last] = True
+            nxt.set((*group, key), flag)
+    return batch
+
+
+def extend_by_steps(replay_buffer, batch: TensorDictBase) -> None:
+    """``extend_buffer=False`` (TorchRL's, deprecated there): the buffer gets ``batch`` one time
+    step after another, each step an item of the env's batch shape (a storage with ``ndim > 1``
+    lays the envs along its own dims, so it gets the rollout as it is).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap import LazyTensorStorage, ReplayBuffer
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(10))
+        >>> extend_by_steps(rb, TensorDict({"t": torch.tensor([[0, 1, 2], [0, 1, 2]])}, [2, 3]))
+        >>> len(rb), rb[:]["t"].tolist()
+        (3, [[0, 0], [1, 1], [2, 2]])
+    """
+    if getattr(replay_buffer.storage, "ndim", 1) > 1 or batch.batch_dims < 2:
+        replay_buffer.extend(batch)
+    else:
+        replay_buffer.extend(batch.movedim(-1, 0))
+
+
+def tag_policy_version(batch: TensorDictBase, version) -> TensorDictBase:
+    """``track_policy_version=True``: write the version of the weights that collected ``batch``
+    as ``"policy_version"`` and ``("next", "policy_version")`` (int64, one per frame, no
+    trailing dim: the observation TorchRL's ``PolicyVersion`` transform adds), in place.
+    ``version`` is an int, or a tensor of the batch's shape (each frame's).
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> batch = tag_policy_version(TensorDict(batch_size=[3]), 2)
+        >>> batch["next", "policy_version"].tolist(), batch["policy_version"].dtype
+        ([2, 2, 2], torch.int64)
+    """
+    version = torch.as_tensor(version, dtype=torch.int64).expand(batch.batch_size)
+    batch.set("policy_version", version.clone())
+    batch.set(("next", "policy_version"), version.clone())
     return batch
 
 

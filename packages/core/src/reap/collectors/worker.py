@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import socket
 import traceback as _traceback
 from collections.abc import Callable
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from reap.collectors.base import resolve_attr
 from reap.plugins import hook
 from reap.weight_update import policy_weights
 
@@ -149,6 +151,10 @@ class CollectorWorker:
             traj_id_offset = 0
         collector = collector_class(**kwargs)
         try:
+            if getattr(collector, "trajs_per_batch", None) is not None:  # a worker's batches are raw
+                raise ValueError(f"collector worker {worker_idx}: trajs_per_batch regroups what a collector yields, and "
+                                 "a worker hands its driver raw batches; pass trajs_per_batch to MultiSyncCollector or "
+                                 "MultiAsyncCollector, not in collector_kwargs")
             buffer = None if receiver is None else receiver.attach(collector.policy)
             if applier is not None:
                 options["apply_weights"] = applier(collector)
@@ -308,6 +314,22 @@ class CollectorWorker:
         self.settle(drop=True)
         self.collector.load_state_dict(state)
 
+    def get_distant_attr(self, attr: str):
+        """The collector's attribute at path ``attr`` (:func:`~reap.collectors.base.resolve_attr`)."""
+        self.settle()
+        return resolve_attr(self.collector, attr)
+
+    def call_method(self, method_name: str, args: tuple, kwargs: dict):
+        """``collector.<method_name>(*args, **kwargs)`` (a path, as :meth:`get_distant_attr`'s)."""
+        self.settle()
+        return self.collector.map_fn(method_name, [args], [kwargs])[0]
+
+    def set_collect_hooks(self, pre: bytes | None, post: bytes | None) -> None:
+        """Give the collector run here the driver's ``pre_collect_hook`` and ``post_collect_hook``
+        (each cloudpickled, or None: :func:`pickled_hook`)."""
+        self.settle()
+        self.collector._set_collect_hooks(*(None if fn is None else pickle.loads(fn) for fn in (pre, post)))
+
     def set_plugin_options(self, name: str, options) -> None:
         self.settle()
         self.collector.set_plugin_options(name, options)
@@ -339,6 +361,20 @@ class CollectorWorker:
 
 #: The names a remote collector's ``collector_class`` may be given as.
 COLLECTOR_CLASSES = ("single", "sync", "async")
+
+
+def pickled_hook(fn) -> bytes | None:
+    """``fn`` by value (cloudpickle: a lambda or a local function too), as
+    :meth:`CollectorWorker.set_collect_hooks` takes it; None stays None.
+
+    Examples:
+        >>> import pickle
+        >>> pickle.loads(pickled_hook(lambda x: x + 1))(1), pickled_hook(None)
+        (2, None)
+    """
+    import cloudpickle  # gymnasium's dependency: wherever reap-core is
+
+    return None if fn is None else cloudpickle.dumps(fn)
 
 
 def worker_seed(seed: int, idx: int, restarts: int = 0) -> int:
