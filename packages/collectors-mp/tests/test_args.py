@@ -37,8 +37,6 @@ def test_bad_arguments_name_the_argument(kwargs, match):
 
 
 def test_bad_policy_arguments():
-    with pytest.raises(ValueError, match="policy or policy_factory, not both"):
-        MultiSyncCollector([env_fn()], policy(), policy_factory=policy, frames_per_batch=4)
     with pytest.raises(ValueError, match="policy_factory has 1 entries but there are 2 workers"):
         MultiSyncCollector([env_fn(), env_fn()], policy_factory=[policy], frames_per_batch=4)
     with pytest.raises(TypeError, match="not an env instance"):

@@ -91,3 +91,28 @@ def test_extend_buffer_false_writes_each_workers_steps():
     # each worker's 4 steps of its 2 envs: 8 items of shape [2], a worker's steps in order
     assert len(rb) == 8 and rb[:].batch_size == (8, 2)
     assert rb[:]["collector", "traj_ids"][:4, 0].tolist() == [rb[0]["collector", "traj_ids"][0].item()] * 4
+
+
+class _Unpicklable(torch.nn.Linear):
+    def __reduce_ex__(self, protocol):
+        raise TypeError("this policy stays in the trainer")
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_policy_and_policy_factory_together(cls):
+    """TorchRL's: workers build theirs with the factory; the policy is where weights are read."""
+    module = _Unpicklable(2, 1)
+    with torch.no_grad():
+        module.weight.zero_()
+        module.bias.fill_(1.0)
+    trainer = TensorDictModule(module, in_keys=["observation"], out_keys=["action"])
+    with cls([env_fn(), env_fn()], trainer, policy_factory=functools.partial(_linear, 0.0), frames_per_batch=8,
+             total_frames=-1, mp_start_method=FAST) as collector:
+        it = iter(collector)
+        assert (next(it)["action"] == 0).all()  # the factory's policy (zero weights, zero bias)
+        collector.update_policy_weights_()
+        for _ in range(4):  # async: a batch under way may predate the update
+            batch = next(it)
+            if (batch["action"] == 1).all():
+                break
+    assert (batch["action"] == 1).all()

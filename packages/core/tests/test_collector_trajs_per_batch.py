@@ -7,6 +7,7 @@ The env: two sub-envs counting 0, 1, (2) under a policy that always adds 1, done
 steps: trajectories of known lengths, ids and values.
 """
 
+import functools
 import warnings
 
 import pytest
@@ -327,7 +328,8 @@ def test_mp_collector_yields_whole_trajectories_as_in_process():
     pytest.importorskip("reap_mp")
     from reap import MultiSyncCollector
 
-    with MultiSyncCollector([_counting_2, _counting_3], count_up(), frames_per_batch=8, total_frames=24,
+    envs = [functools.partial(CountingEnv, limit=2.0), functools.partial(CountingEnv, limit=3.0)]  # importable
+    with MultiSyncCollector(envs, count_up(), frames_per_batch=8, total_frames=24,
                             trajs_per_batch=2, traj_format="padded") as collector:
         batches = [_worker_ids(b) for b in collector]
     assert batches == [[(0, 0), (0, 1)], [(1, 0), (0, 2)], [(0, 3), (1, 1)], [(0, 4), (0, 5)], [(1, 2), (1, 3)]]

@@ -83,3 +83,23 @@ def test_without_the_package_enable_profile_names_it():
                   f"{ROOT / 'packages' / 'profiling'}`.")
     assert lines == [f"error {name} {not_loaded}" for name in ("enable_profile", "collector_timings", "ProfileConfig")
                      ] + ["batches 1"]
+
+
+def test_torchrl_names_of_the_config_and_the_collectors_profile_config(tmp_path):
+    import torch
+
+    from reap_profiling import ProfileConfig
+
+    config = ProfileConfig(workers=[0, 2], save_path=str(tmp_path / "w{worker_idx}.json"), activities=["cpu"])
+    assert [config.should_profile_worker(i) for i in range(4)] == [True, False, True, False]
+    assert config.get_save_path(worker_idx=2) == tmp_path / "w2.json"
+    assert ProfileConfig().get_save_path(worker_idx=0) == Path("./collector_profile_0.json")
+    assert config.get_activities() == [torch.profiler.ProfilerActivity.CPU]
+    with Collector(GymEnv("Pendulum-v1"), None, frames_per_batch=4, total_frames=12) as collector:
+        assert collector.profile_config is None
+        collector.enable_profile(num_rollouts=2, warmup_rollouts=1, save_path=str(tmp_path / "t{worker_idx}.json"))
+        assert (collector.profile_config.num_rollouts, collector.profile_config.warmup_rollouts) == (2, 1)
+        list(collector)
+        collector.disable_profile()
+        assert collector.profile_config is None
+    assert (tmp_path / "t0.json").exists()

@@ -84,6 +84,7 @@ EXPORT_HINTS = {
     "enable_profile": ("reap-profiling", ()),
     "generalized_advantage_estimate": ("reap-value", ("reap.objectives.value.advantages", "reap.objectives.value.functional")),
     "get_recurrent_matmul_precision": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),
+    "profile_config": ("reap-profiling", ()),
     "recurrent_mode": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),
     "reward2go": ("reap-value", ("reap.objectives.value.advantages", "reap.objectives.value.functional")),
     "serve": ("reap-collectors-rpc", ()),

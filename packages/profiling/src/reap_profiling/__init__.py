@@ -9,9 +9,9 @@ Examples:
     ['CollectorTimings', 'ProfileConfig', 'WorkerTimings']
 """
 
-from reap_profiling.api import collector_timings, disable_profile, enable_profile
+from reap_profiling.api import collector_timings, disable_profile, enable_profile, profile_config
 from reap_profiling.config import ProfileConfig
 from reap_profiling.timings import CollectorTimings, WorkerTimings
 
 __all__ = ["CollectorTimings", "ProfileConfig", "WorkerTimings", "collector_timings", "disable_profile",
-           "enable_profile"]
+           "enable_profile", "profile_config"]

@@ -116,6 +116,11 @@ def _absolute(config: ProfileConfig) -> ProfileConfig:
     return dataclasses.replace(config, save_path=str(Path(config.save_path).expanduser().absolute()))
 
 
+def profile_config(collector) -> ProfileConfig | None:
+    """The config ``enable_profile`` gave ``collector`` (None when profiling is off)."""
+    return collector.plugin_options.get(OPTION)
+
+
 def disable_profile(collector) -> None:
     """Stop profiling ``collector`` and its workers; traces recorded so far are written.
 
@@ -145,4 +150,5 @@ def collector_timings(collector) -> CollectorTimings:
     return CollectorTimings(tuple(reports))
 
 
-__all__ = ["OPTION", "RemoteProfile", "collector_timings", "disable_profile", "enable_profile", "runs_rollouts"]
+__all__ = ["OPTION", "RemoteProfile", "collector_timings", "disable_profile", "enable_profile", "profile_config",
+           "runs_rollouts"]

@@ -163,6 +163,31 @@ class ProfileConfig:
         stem = path.name[: len(path.name) - len(suffix)] if suffix else path.name
         return path.with_name(f"{stem}_{label}{suffix}")
 
+    # ---- TorchRL's names -----------------------------------------------------------------------
+    def should_profile_worker(self, worker_idx: int) -> bool:
+        """Whether worker ``worker_idx`` (top-level index) records a trace (TorchRL's name).
+
+        Examples:
+            >>> config = ProfileConfig(workers=[0, 2])
+            >>> [config.should_profile_worker(i) for i in range(3)]
+            [True, False, True]
+        """
+        return worker_idx in self.workers
+
+    def get_save_path(self, worker_idx: int) -> Path:
+        """Where worker ``worker_idx``'s trace goes (TorchRL's name; see :meth:`trace_path`).
+
+        Examples:
+            >>> ProfileConfig(save_path="traces/w{worker_idx}.json").get_save_path(2)
+            PosixPath('traces/w2.json')
+        """
+        return self.for_worker(worker_idx).trace_path() if PLACEHOLDER in str(
+            self.save_path or DEFAULT_SAVE_PATH) else self.trace_path()
+
+    def get_activities(self) -> list:
+        """The profiler activities to record (TorchRL's name for :meth:`profiler_activities`)."""
+        return self.profiler_activities()
+
     # ---- activities ------------------------------------------------------------------------
     def with_available_activities(self, *, warn: bool = True) -> ProfileConfig:
         """This config with CUDA dropped where it is asked for but unavailable (one warning)."""

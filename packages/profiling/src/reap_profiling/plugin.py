@@ -25,7 +25,7 @@ from reap_profiling.config import ProfileConfig
 from reap_profiling.worker import RolloutProfile
 
 EXPORTS = ("ProfileConfig", "CollectorTimings", "WorkerTimings", "enable_profile", "disable_profile",
-           "collector_timings")
+           "collector_timings", "profile_config")
 #: The name :class:`RolloutHooks` is registered under while it is needed.
 ROLLOUT_HOOKS = "profiling.rollouts"
 _PROFILED: weakref.WeakSet = weakref.WeakSet()  # collectors with an active RolloutProfile here

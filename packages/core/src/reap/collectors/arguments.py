@@ -245,15 +245,17 @@ def env_constructors(create_env_fn, num_workers: int | None, owner: str) -> list
     return fns
 
 
-def policy_factories(policy, policy_factory, n: int, owner: str) -> list:
+def policy_factories(policy, policy_factory, n: int, owner: str, *, allow_both: bool = False) -> list:
     """``policy_factory`` once per worker (``None`` entries where the ``policy`` is used); passing
-    both ``policy`` and ``policy_factory`` is an error.
+    both ``policy`` and ``policy_factory`` is an error unless ``allow_both`` (TorchRL's
+    multi-process collectors: the workers build theirs with the factory, and the ``policy`` is
+    where ``update_policy_weights_()`` reads the weights, so it need not be picklable).
 
     Examples:
         >>> policy_factories(None, None, 2, "MyCollector")
         [None, None]
     """
-    if policy is not None and policy_factory is not None:
+    if policy is not None and policy_factory is not None and not allow_both:
         raise ValueError(f"{owner}: pass policy or policy_factory, not both")
     factories = per_worker(policy_factory, n, "policy_factory", owner)
     for factory in factories:

@@ -345,6 +345,13 @@ class BaseCollector:
         if "disable_profile" in get_registries().exports:  # without reap-profiling nothing is on
             resolve_export("disable_profile")(self)
 
+    @property
+    def profile_config(self):
+        """The ``ProfileConfig`` :meth:`enable_profile` set (None when profiling is off)."""
+        if "profile_config" not in get_registries().exports:  # without reap-profiling nothing is on
+            return None
+        return resolve_export("profile_config")(self)
+
     def timings(self):
         """Per worker, the share of wall time in each phase of collection (reap-profiling)."""
         return resolve_export("collector_timings")(self)

@@ -135,7 +135,7 @@ class MultiWorkerCollector(CollectorDriver):
         if num_workers_per_collector > 1:
             fns = [ReplicatedEnv(fn, num_workers_per_collector, kw) for fn, kw in zip(fns, env_kwargs)]
             env_kwargs = [None] * n
-        factories = policy_factories(policy, policy_factory, n, owner)
+        factories = policy_factories(policy, policy_factory, n, owner, allow_both=True)
         requested = frames_per_worker(frames_per_batch, n, owner, sync=self._sync)
         self.requested_frames_per_batch = frames_per_batch
         check_int(max_frames_per_traj, "max_frames_per_traj", owner)
