@@ -399,3 +399,43 @@ def test_get_distant_attr_and_map_fn():
             c.map_fn("frames_per_batch")
         with pytest.raises(ValueError, match="cannot read attribute path 'env..x'"):
             c.get_distant_attr("env..x")
+
+
+# ---- auto_register_policy_transforms (TorchRL's; default True from its 0.15) --------------------------
+def _recurrent_policy():
+    from reap_rnn import GRUModule
+
+    gru = GRUModule(input_size=3, hidden_size=8, in_keys=["observation", "recurrent_state", "is_init"],
+                    out_keys=["features", ("next", "recurrent_state")])
+    return TensorDictSequential(gru, TensorDictModule(torch.nn.Linear(8, 1), in_keys=["features"],
+                                                      out_keys=["action"]))
+
+
+def test_auto_register_policy_transforms_appends_what_the_recurrent_policy_needs():
+    pytest.importorskip("reap_rnn")
+    with Collector(GymEnv("Pendulum-v1"), _recurrent_policy(), frames_per_batch=4, total_frames=4,
+                   auto_register_policy_transforms=True) as c:
+        assert [type(t).__name__ for t in c.env.transform] == ["InitTracker", "TensorDictPrimer"]
+        batch = next(iter(c))
+    assert batch["is_init"][:, 0].tolist() == [True, False, False, False]
+    assert batch["recurrent_state"].shape == (4, 1, 8) and not batch["recurrent_state"][0].any()
+    assert torch.equal(batch["recurrent_state"][1:], batch["next", "recurrent_state"][:-1])
+    env = TransformedEnv(GymEnv("Pendulum-v1"), StepCounter())
+    with Collector(env, _recurrent_policy(), frames_per_batch=4, auto_register_policy_transforms=True) as c:
+        assert [type(t).__name__ for t in c.env.transform] == ["StepCounter", "InitTracker", "TensorDictPrimer"]
+
+
+def test_auto_register_policy_transforms_unset_warns_and_false_is_silent():
+    pytest.importorskip("reap_rnn")
+    with pytest.warns(FutureWarning, match=r"lacks transforms the policy needs \(InitTracker, TensorDictPrimer\); "
+                                           "pass auto_register_policy_transforms=True"):
+        with pytest.raises(KeyError, match="is_init"):
+            Collector(GymEnv("Pendulum-v1"), _recurrent_policy(), frames_per_batch=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        with pytest.raises(KeyError, match="is_init"):
+            Collector(GymEnv("Pendulum-v1"), _recurrent_policy(), frames_per_batch=4,
+                      auto_register_policy_transforms=False)
+    with pytest.raises(TypeError, match="auto_register_policy_transforms must be True, False or None, got 'yes'"):
+        Collector(GymEnv("Pendulum-v1"), _recurrent_policy(), frames_per_batch=4,
+                  auto_register_policy_transforms="yes")

@@ -39,8 +39,7 @@ from reap.envs.base import EnvBase, refuse_torchrl_env
 
 #: TorchRL arguments that tune TorchRL's own machinery (threads, buffers, CUDA syncs, policy
 #: wrapping): every reap collector takes them, and they change nothing.
-TORCHRL_NO_EFFECT = frozenset({"num_threads", "num_sub_threads", "use_buffers", "trust_policy", "no_cuda_sync",
-                               "auto_register_policy_transforms"})
+TORCHRL_NO_EFFECT = frozenset({"num_threads", "num_sub_threads", "use_buffers", "trust_policy", "no_cuda_sync"})
 #: TorchRL arguments for features reap does not have: taken at their default (or any false value
 #: where the default is None or False), refused otherwise.
 TORCHRL_DEFAULT_ONLY = {

@@ -44,6 +44,7 @@ from reap.collectors.arguments import (
 from reap.collectors.base import BaseCollector, checked_hook, is_private_key
 from reap.collectors.interaction import rollout_interaction
 from reap.collectors.policy import PolicyRunner, check_action
+from reap.collectors.policy_transforms import with_policy_transforms
 from reap.collectors.stepwise import StepwiseRollout, stepwise_reason
 from reap.collectors.traj_batches import checked_traj_options
 from reap.collectors.trajectories import (
@@ -204,6 +205,7 @@ class Collector(BaseCollector):
         trajs_per_batch: int | None = None,
         trajs_per_write: int | None = None,
         traj_format: str | None = None,
+        auto_register_policy_transforms: bool | None = None,
         **torchrl_kwargs,
     ):
         check_torchrl_kwargs(torchrl_kwargs, "Collector")
@@ -277,6 +279,7 @@ class Collector(BaseCollector):
         if self.policy_device is not None and isinstance(self.policy, torch.nn.Module):
             self.policy = self.policy.to(self.policy_device)
         self._source_policy = policy
+        self.env = with_policy_transforms(self.env, self.policy, auto_register_policy_transforms, "Collector")
         #: why the env is driven one TensorDict per step (``path == "tensordict"``), else None
         self.path_reason = stepwise_reason(self.env)
         self._stepwise: StepwiseRollout | None = None
