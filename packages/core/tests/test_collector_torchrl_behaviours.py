@@ -439,3 +439,19 @@ def test_auto_register_policy_transforms_unset_warns_and_false_is_silent():
     with pytest.raises(TypeError, match="auto_register_policy_transforms must be True, False or None, got 'yes'"):
         Collector(GymEnv("Pendulum-v1"), _recurrent_policy(), frames_per_batch=4,
                   auto_register_policy_transforms="yes")
+
+
+def test_the_batch_keeps_the_policys_action_dtype():
+    """An int32 one-hot policy on an int64 OneHot spec: the env gets int64, the batch int32 (TorchRL's)."""
+    class OneHotFirst(torch.nn.Module):
+        def forward(self, observation):
+            return torch.nn.functional.one_hot(torch.zeros(observation.shape[:-1], dtype=torch.int64), 2).int()
+
+    policy = TensorDictModule(OneHotFirst(), in_keys=["observation"], out_keys=["action"])
+    env = GymEnv("CartPole-v1", categorical_action_encoding=False)
+    assert env.action_spec.dtype == torch.int64
+    with Collector(env, policy, frames_per_batch=4, total_frames=4) as c:
+        batch = next(iter(c))
+        assert c.empty_batch()["action"].dtype == torch.int32
+    assert batch["action"].dtype == torch.int32 and batch["action"].tolist() == [[1, 0]] * 4
+    assert batch["next", "observation"][1:, 1].lt(batch["observation"][1:, 1]).all()  # always pushed left

@@ -350,9 +350,12 @@ class Collector(BaseCollector):
         self._all_out_sources = [
             (k, v[:steps].movedim(0, nb)) for k, v in self._root_torch.items() if not is_hidden(k)
         ] + [(("next", k), v.movedim(0, nb)) for k, v in self._next_torch.items() if not is_hidden(k)]
-        self._out_sources = [(k, v) for k, v in self._all_out_sources if not is_private_key(k)]
         if self.track_traj_ids:
-            self._out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
+            self._all_out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
+        self._out_sources = [(k, v) for k, v in self._all_out_sources if not is_private_key(k)]
+        # the batch keeps the policy's action dtype (TorchRL's), e.g. an int64 one-hot for a bool spec
+        action_dtype = outputs[env.action_key].dtype
+        self._out_dtypes = {} if action_dtype == self._root_torch[env.action_key].dtype else {env.action_key: action_dtype}
         self._out_batch_size = (*batch, steps)
         self._same_td: TensorDict | None = None
 
@@ -440,7 +443,7 @@ class Collector(BaseCollector):
             return self._stepwise.empty_batch()
         batch = TensorDict(batch_size=self._out_batch_size)
         for key, src in self._out_sources:
-            batch.set(key, torch.zeros(src.shape, dtype=src.dtype))
+            batch.set(key, torch.zeros(src.shape, dtype=self._out_dtypes.get(key, src.dtype)))
         return batch
 
     def _assemble(self, dest: TensorDictBase | None = None) -> TensorDictBase:
@@ -455,7 +458,8 @@ class Collector(BaseCollector):
             return dest
         batch = TensorDict(batch_size=self._out_batch_size)
         for key, src in self._out_sources:
-            batch.set(key, src.clone(memory_format=torch.contiguous_format))
+            batch.set(key, src.clone(memory_format=torch.contiguous_format) if key not in self._out_dtypes
+                      else src.to(self._out_dtypes[key], memory_format=torch.contiguous_format))
         return batch
 
     def collect_into(self, dest: TensorDictBase) -> TensorDictBase:
