@@ -116,3 +116,19 @@ def test_policy_and_policy_factory_together(cls):
             if (batch["action"] == 1).all():
                 break
     assert (batch["action"] == 1).all()
+
+
+def test_per_worker_weights_as_a_dict():
+    """TorchRL's update_policy_weights_({worker: weights}): each worker gets its own."""
+    with MultiSyncCollector([env_fn(), env_fn()], policy_factory=[functools.partial(_linear, 0.0)] * 2,
+                            frames_per_batch=8, total_frames=-1, cat_results="stack", mp_start_method=FAST) as c:
+        it = iter(c)
+        next(it)
+        c.update_policy_weights_({0: _linear(1.0), 1: _linear(2.0)})
+        batch = next(it)
+        with pytest.raises(ValueError, match=r"pass \{worker_index: weights\} or worker_ids=, not both"):
+            c.update_policy_weights_({0: _linear(1.0)}, worker_ids=[0])
+        with pytest.raises(ValueError, match=r"worker_ids must be worker indices in \[0, 2\), got \[5\]"):
+            c.update_policy_weights_({5: _linear(1.0)})
+    obs = batch["observation"].sum(-1)  # the action is weight * (sum of the observation)
+    assert torch.allclose(batch["action"][0, :, 0], obs[0]) and torch.allclose(batch["action"][1, :, 0], 2 * obs[1])

@@ -414,8 +414,17 @@ class CollectorDriver(BaseCollector):
 
         Accepts a module, a TensorDict, a state dict, ``weights_dict={"policy": ...}`` or the
         keywords ``policy=``/``weights=``; with none, the central ``policy`` is the source (the
-        trainer's module, updated in place). A worker loads them before a rollout, never during one.
+        trainer's module, updated in place). ``{worker_index: weights, ...}`` gives workers weights of
+        their own (TorchRL's per-worker form). A worker loads them before a rollout, never during one.
         """
+        if isinstance(policy_or_weights, dict) and policy_or_weights and all(
+                isinstance(k, int) and not isinstance(k, bool) for k in policy_or_weights):
+            if worker_ids is not None:
+                raise ValueError("update_policy_weights_: pass {worker_index: weights} or worker_ids=, not both")
+            checked_worker_ids(list(policy_or_weights), self.num_workers)
+            for idx, per_worker in policy_or_weights.items():
+                self.update_policy_weights_(per_worker, worker_ids=[idx], model_id=model_id, **kwargs)
+            return
         weights = weights_from_update_args(policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs)
         self._check_open()
         if not self.weight_sync_scheme.synchronises:  # NoWeightSyncScheme: workers keep their policy
