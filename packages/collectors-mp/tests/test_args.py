@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from reap_mp import MultiAsyncCollector, MultiSyncCollector, ParallelEnv
 from reap_testing import constant_policy as policy
@@ -50,3 +51,21 @@ def test_parallel_env_bad_arguments():
         ParallelEnv(0, env_fn())
     with pytest.raises(ValueError, match="create_env_fn has 3 callables but num_workers=2"):
         ParallelEnv(2, [env_fn()] * 3)
+
+
+def test_env_instances_in_the_list_are_copied_to_each_worker():
+    """TorchRL's: an env instance in create_env_fn travels pickled; each worker steps its own copy."""
+    import threading
+
+    from reap import SerialEnv
+
+    env = SerialEnv(2, env_fn())
+    with MultiSyncCollector([env, env], None, frames_per_batch=8, total_frames=16, cat_results="stack",
+                            mp_start_method="forkserver") as c:
+        batches = list(c)
+    assert [b.batch_size for b in batches] == [torch.Size([2, 2, 2])] * 2
+    ids = batches[0]["collector", "traj_ids"][:, :, 0]
+    assert len(set(ids.flatten().tolist())) == 4  # two workers, two envs each: no shared trajectory
+    env.lock = threading.Lock()
+    with pytest.raises(TypeError, match=r"create_env_fn\[0\] is an env instance that cannot be sent to a worker"):
+        MultiSyncCollector([env, env], None, frames_per_batch=8)

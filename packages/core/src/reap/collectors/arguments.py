@@ -215,10 +215,44 @@ def per_worker(value, n: int, name: str, owner: str) -> list:
     return [value] * n
 
 
+class EnvCopy:
+    """A constructor that gives a copy of ``env`` each time it is called: an env instance in a
+    multi-worker collector's ``create_env_fn`` list (TorchRL sends it to its worker pickled, so
+    each worker steps its own copy; the instance itself is not stepped). It is pickled (with
+    cloudpickle) here, so an env that cannot travel is named at once.
+
+    Examples:
+        >>> from reap import GymEnv
+        >>> env = GymEnv("CartPole-v1")
+        >>> copy = EnvCopy(env, "create_env_fn[0]", "MyCollector")()
+        >>> copy is env, type(copy).__name__
+        (False, 'GymEnv')
+    """
+
+    def __init__(self, env: EnvBase, name: str, owner: str):
+        import cloudpickle  # gymnasium's dependency: wherever reap-core is
+
+        try:
+            self._blob = cloudpickle.dumps(env)
+        except Exception as exc:
+            raise TypeError(f"{owner}: {name} is an env instance that cannot be sent to a worker ({exc}); pass "
+                            "a constructor instead (e.g. lambda: GymEnv(...)): each worker builds its own") from None
+        self.name = type(env).__name__
+
+    def __call__(self) -> EnvBase:
+        import pickle
+
+        return pickle.loads(self._blob)
+
+    def __repr__(self) -> str:
+        return f"EnvCopy({self.name})"
+
+
 def env_constructors(create_env_fn, num_workers: int | None, owner: str) -> list[Callable]:
     """One env constructor per worker: ``create_env_fn`` as a list (``num_workers``, if given,
     must match its length), or one callable repeated ``num_workers`` times (default 1). An env
-    instance is refused: each worker builds its own env."""
+    instance in the list becomes an :class:`EnvCopy` (each worker steps its own copy, as in
+    TorchRL); a lone env instance is refused (pass a list, or a constructor)."""
     for fn in create_env_fn if isinstance(create_env_fn, (list, tuple)) else [create_env_fn]:
         refuse_torchrl_env(fn, owner)
     if isinstance(create_env_fn, EnvBase):
@@ -227,7 +261,9 @@ def env_constructors(create_env_fn, num_workers: int | None, owner: str) -> list
             "not an env instance (pass the constructor, e.g. lambda: GymEnv(...))"
         )
     if isinstance(create_env_fn, (list, tuple)):
-        fns = list(create_env_fn)
+        copies = {}  # the same instance listed twice is pickled once
+        fns = [copies.setdefault(id(fn), EnvCopy(fn, f"create_env_fn[{i}]", owner)) if isinstance(fn, EnvBase)
+               else fn for i, fn in enumerate(create_env_fn)]
         if not fns:
             raise ValueError(f"{owner}: create_env_fn is an empty list; pass one env constructor per worker")
         if num_workers is not None and num_workers != len(fns):
@@ -449,6 +485,7 @@ __all__ = [
     "checked_total_frames",
     "checked_worker_ids",
     "checked_worker_timeout",
+    "EnvCopy",
     "env_constructors",
     "frames_per_worker",
     "per_worker",
