@@ -455,3 +455,16 @@ def test_the_batch_keeps_the_policys_action_dtype():
         assert c.empty_batch()["action"].dtype == torch.int32
     assert batch["action"].dtype == torch.int32 and batch["action"].tolist() == [[1, 0]] * 4
     assert batch["next", "observation"][1:, 1].lt(batch["observation"][1:, 1]).all()  # always pushed left
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"storing_device": "cpu"}, {"device": "cpu"}])
+def test_batch_device_as_torchrl(kwargs):
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector as TorchRLCollector
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+
+    theirs = TorchRLCollector(TorchRLGymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4, **kwargs)
+    expected = next(iter(theirs)).device
+    theirs.shutdown()
+    with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4, **kwargs) as c:
+        assert next(iter(c)).device == expected

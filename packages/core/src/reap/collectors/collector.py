@@ -548,7 +548,7 @@ class Collector(BaseCollector):
         return self._postprocess(batch)
 
     def _postprocess(self, batch: TensorDictBase) -> TensorDictBase:
-        if self.storing_device is not None and self.storing_device.type != "cpu":
+        if self.storing_device is not None and batch.device != self.storing_device:  # cpu too, as TorchRL
             batch = batch.to(self.storing_device)
         mark_time(batch)
         if self.split_trajs:

@@ -621,7 +621,7 @@ class CollectorDriver(BaseCollector):
         """The driver's post-processing of each batch; the ``reap_batch_ready`` hook fires here,
         once per batch (with None when the workers wrote the batch into a buffer of their own)."""
         if batch is not None:
-            if self.storing_device is not None and self.storing_device.type != "cpu":
+            if self.storing_device is not None and batch.device != self.storing_device:  # cpu too, as TorchRL
                 batch = batch.to(self.storing_device)
             if self.track_policy_version:
                 tag_policy_version(batch, batch.get(VERSION_KEY))
