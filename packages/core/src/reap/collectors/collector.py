@@ -431,6 +431,11 @@ class Collector(BaseCollector):
         self._same_td = None
 
     @property
+    def _use_buffers(self) -> bool:
+        """TorchRL's flag: whether steps are written into buffers allocated once (the array path)."""
+        return self._stepwise is None
+
+    @property
     def path(self) -> str:
         """``"arrays"``: the env steps into preallocated arrays (envs of TorchRL's plain layout);
         ``"tensordict"``: one TensorDict per step, as TorchRL's collectors run (several action keys,

@@ -309,6 +309,9 @@ class CollectorDriver(BaseCollector):
                 self._call_all("set_collect_hooks", lambda i: hooks)
 
     # ---- properties -----------------------------------------------------------------------------
+    #: TorchRL's flag: batches come through buffers allocated once (the workers' slots)
+    _use_buffers = True
+
     @property
     def _weight_sync_schemes(self) -> dict:
         """TorchRL's view of the scheme, by model: ``{"policy": weight_sync_scheme}`` (reap's
