@@ -9,7 +9,7 @@ from tensordict.nn import TensorDictModule
 
 from reap import MultiCollector, VanillaWeightUpdater
 from reap_mp import MultiAsyncCollector, MultiSyncCollector
-from reap_testing import constant_policy, env_fn
+from reap_testing import FaultyEnv, constant_policy, env_fn
 
 FAST = "forkserver"
 
@@ -132,3 +132,19 @@ def test_per_worker_weights_as_a_dict():
             c.update_policy_weights_({5: _linear(1.0)})
     obs = batch["observation"].sum(-1)  # the action is weight * (sum of the observation)
     assert torch.allclose(batch["action"][0, :, 0], obs[0]) and torch.allclose(batch["action"][1, :, 0], 2 * obs[1])
+
+
+def test_a_workers_builtin_error_is_also_that_error():
+    """A worker whose env refuses its arguments: `except ValueError` catches it, as TorchRL's
+    (which builds an env in the trainer's process) raises it there; it is still a WorkerError."""
+    from reap import ParallelEnv
+    from reap.errors import WorkerError
+
+    bad = functools.partial(FaultyEnv, where="init", how="nope")  # its constructor: ValueError
+    with pytest.raises(ValueError, match="FaultyEnv: where must be one of") as info:
+        MultiSyncCollector([env_fn(), bad], None, frames_per_batch=8, mp_start_method=FAST)
+    assert isinstance(info.value, WorkerError) and not isinstance(info.value, TypeError)
+    assert info.value.worker_idx == 1 and "while starting" in str(info.value)
+    with pytest.raises(WorkerError) as again:
+        ParallelEnv(2, bad, mp_start_method=FAST)
+    assert type(again.value).__mro__[1:] == type(info.value).__mro__[1:]
