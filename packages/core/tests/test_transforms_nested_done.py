@@ -239,3 +239,76 @@ def test_a_root_done_stands_for_the_teams():
     assert rollout["next", "done"][0, :, 0].tolist() == [False, True] * 3 + [False]
     assert rollout["next", "blue", "done"][0, :, :, 0].all(-1).tolist() == [False, True] * 3 + [False]
     assert ("blue", "truncated") not in env.full_done_spec.keys(True, True)
+
+
+# ---- RewardSum per done group (TorchRL's: each sum cleared by its own group's reset) -------------
+REWARD_SUMS = {
+    "default": lambda m: m.RewardSum(),
+    "reset_keys": lambda m: m.RewardSum(in_keys=[("red", "reward"), ("blue", "reward")],
+                                        reset_keys=[("red", "_reset"), ("blue", "_reset")]),
+    "reward_spec": lambda m: m.RewardSum(reward_spec=True),
+}
+
+
+def _sums(rollout) -> dict:
+    return {(*p, team, "episode_reward"): rollout[(*p, team, "episode_reward")]
+            for team in TEAMS for p in ((), ("next",))}
+
+
+@pytest.mark.parametrize("root_done", [False, True])
+@pytest.mark.parametrize("name", list(REWARD_SUMS))
+def test_reward_sum_per_team_matches_torchrl(name, root_done):
+    torchrl_envs = pytest.importorskip("torchrl.envs")
+    from torchrl.data import Categorical as TCategorical
+    from torchrl.data import Composite as TComposite
+    from torchrl.data import Unbounded as TUnbounded
+
+    ours_cls = teams_env_class(EnvBase, Composite, Unbounded, Categorical)
+    theirs_cls = teams_env_class(torchrl_envs.EnvBase, TComposite, TUnbounded, TCategorical)
+    env, ours = _rollout(ours_cls, REWARD_SUMS[name](_reap_module()), root_done=root_done)
+    ref_env = torchrl_envs.TransformedEnv(theirs_cls(root_done=root_done), REWARD_SUMS[name](torchrl_envs))
+    theirs = ref_env.rollout(7, policy_of(ref_env), break_when_any_done=False)
+    assert env.transform.reset_keys == ref_env.transform.reset_keys
+    for spec in ("observation_spec", "full_reward_spec", "full_state_spec"):
+        assert sorted(map(str, getattr(env, spec).keys(True, True))) == sorted(
+            map(str, getattr(ref_env, spec).keys(True, True))), spec
+    assert sorted(map(str, ours.keys(True, True))) == sorted(map(str, theirs.keys(True, True)))
+    for key, value in _sums(theirs).items():
+        assert torch.equal(ours[key], value), key
+    red, blue = ours["next", "red", "episode_reward"], ours["next", "blue", "episode_reward"]
+    if root_done:  # both teams reset when both are done: every 3 steps (4 in env 1, idle at step 3)
+        assert red[:, :, 0, 0].tolist() == [[1, 2, 3, 1, 2, 3, 1], [1, 2, 3, 4, 1, 2, 3]]
+        assert torch.equal(red[..., :1, :], blue[..., :1, :])
+    else:  # red ends every 2 steps, blue every 3, each reset alone
+        assert red[:, :, 0, 0].tolist() == [[1, 2, 1, 2, 1, 2, 1], [1, 2, 1, 2, 3, 1, 2]]
+        assert blue[:, :, 0, 0].tolist() == [[1, 2, 3, 1, 2, 3, 1], [1, 2, 3, 4, 1, 2, 3]]
+
+
+@pytest.mark.parametrize("root_done", [False, True])
+def test_reward_sum_reset_clears_only_its_group(root_done):
+    env = TransformedEnv(teams_env_class(EnvBase, Composite, Unbounded, Categorical)(root_done=root_done),
+                         _reap_module().RewardSum())
+    td = env.reset().update({("red", "episode_reward"): torch.full((2, 2, 1), 5.0),
+                             ("blue", "episode_reward"): torch.full((2, 3, 1), 7.0)})
+    td["red", "_reset"] = torch.tensor([True, False]).view(2, 1, 1).expand(2, 2, 1).clone()
+    td["blue", "_reset"] = torch.tensor([False, True]).view(2, 1, 1).expand(2, 3, 1).clone()
+    if root_done:  # the root's flags stand for both teams (TorchRL's _filtered_reset_keys)
+        td["_reset"] = torch.tensor([[False], [True]])
+    out = env.transform._reset(td, td.empty())
+    red, blue = out["red", "episode_reward"][..., 0, 0].tolist(), out["blue", "episode_reward"][..., 0, 0].tolist()
+    assert (red, blue) == (([5.0, 0.0], [7.0, 0.0]) if root_done else ([0.0, 5.0], [7.0, 0.0]))
+
+
+def test_reward_sum_reset_keys_follow_each_in_key_s_group():
+    m, cls = _reap_module(), teams_env_class(EnvBase, Composite, Unbounded, Categorical)
+    rsum = m.RewardSum(in_keys=[("red", "reward"), ("blue", "reward")])
+    TransformedEnv(cls(), rsum)  # TorchRL raises here (its in_keys and env reset keys differ in order)
+    assert rsum.reset_keys == [("red", "_reset"), ("blue", "_reset")]
+    rsum = m.RewardSum(in_keys=[("blue", "reward")])
+    TransformedEnv(cls(root_done=True), rsum)
+    assert rsum.reset_keys == ["_reset"]
+    with pytest.raises(ValueError, match="one per in_key"):
+        TransformedEnv(cls(), m.RewardSum(in_keys=[("red", "reward"), ("blue", "reward")],
+                                          reset_keys=[("red", "_reset")] * 3))
+    with pytest.raises(ValueError, match="not reset keys of the env"):
+        TransformedEnv(cls(), m.RewardSum(in_keys=[("red", "reward")], reset_keys=[("green", "_reset")]))

@@ -365,3 +365,60 @@ def test_tensordict_hooks_of_reap_transforms_match_torchrl(name):
     assert not any(runs_on_arrays(t) for t in (hooked if isinstance(hooked, reap.Compose) else [hooked]))
     a, b = rollout_both(lambda: hooked, make_torchrl, "CartPole-v1")
     assert_same(a, b)
+
+
+def _empty_specs_env_class(base, composite, unbounded):
+    """An env (of any batch size) with empty Composites in its observation, reward and state
+    specs; each step adds the action to its observation, whose sum is the reward."""
+
+    class WithEmpty(base):
+        def __init__(self, batch_size=()):
+            super().__init__(batch_size=batch_size)
+            b = tuple(self.batch_size)
+            self.observation_spec = composite(observation=unbounded((*b, 3)), shape=b,
+                                              other=composite(inner=composite(shape=b), shape=b))
+            self.action_spec = unbounded((*b, 3))
+            self.reward_spec = composite(reward=unbounded((*b, 1)), other_reward=composite(shape=b), shape=b)
+            self.state_spec = composite(state=composite(sub=composite(shape=b), shape=b), shape=b)
+            self.count = torch.zeros(*b, 3)
+
+        def _reset(self, tensordict):
+            self.count = torch.zeros_like(self.count)
+            return self.full_done_spec.zero().set("observation", self.count.clone())
+
+        def _step(self, tensordict):
+            self.count = self.count + tensordict["action"]
+            out = self.full_done_spec.zero().set("observation", self.count.clone())
+            return out.set("reward", self.count.sum(-1, keepdim=True))
+
+        def _set_seed(self, seed):
+            return seed
+
+    return WithEmpty
+
+
+@pytest.mark.parametrize("layout", ["batch_size", "serial", "serial_of_transformed"])
+def test_remove_empty_specs_on_batched_envs_matches_torchrl(layout):
+    ours_cls = _empty_specs_env_class(reap.envs.EnvBase, reap.specs.Composite, Unbounded)
+    theirs_cls = _empty_specs_env_class(torchrl_envs.EnvBase, torchrl_data.Composite, torchrl_data.Unbounded)
+    ref = torchrl_envs.SerialEnv(2, lambda: torchrl_envs.TransformedEnv(theirs_cls(), T.RemoveEmptySpecs()))
+    if layout == "batch_size":
+        env = RT.TransformedEnv(ours_cls((2,)), RT.RemoveEmptySpecs())
+        ref = torchrl_envs.TransformedEnv(theirs_cls((2,)), T.RemoveEmptySpecs())
+    elif layout == "serial":  # TorchRL's SerialEnv refuses an env with empty specs; reap's takes it
+        env = RT.TransformedEnv(reap.envs.SerialEnv(2, ours_cls), RT.RemoveEmptySpecs())
+    else:
+        env = reap.envs.SerialEnv(2, lambda: RT.TransformedEnv(ours_cls(), RT.RemoveEmptySpecs()))
+    for spec in ("full_observation_spec", "full_reward_spec", "full_state_spec", "full_done_spec"):
+        assert sorted(map(str, getattr(env, spec).keys(True))) == sorted(map(str, getattr(ref, spec).keys(True)))
+    assert list(env.full_observation_spec.keys(True)) == ["observation"]
+    actions = torch.tensor([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0]])
+    ours = env.rollout(3, lambda td: td.set("action", actions.clone()))
+    theirs = ref.rollout(3, lambda td: td.set("action", actions.clone()))
+    ours = ours.exclude("truncated", ("next", "truncated"))  # the flag reap's array envs always carry
+    assert sorted(map(str, ours.keys(True))) == sorted(map(str, theirs.keys(True)))
+    for key in theirs.keys(True, True):
+        assert torch.equal(ours[key], theirs[key]), key
+    assert ours["next", "reward"][:, :, 0].tolist() == [[3.0, 6.0, 9.0], [1.0, 2.0, 3.0]]
+    if layout != "serial_of_transformed":  # the inverse gives the base env its empty inputs back
+        assert ("state", "sub") in env.transform.inv(TensorDict(batch_size=[2])).keys(True)

@@ -21,6 +21,7 @@ from copy import copy
 import numpy as np
 import torch
 
+from reap.envs.transforms.steps import group_roots, leaf_key
 from reap.envs.transforms.transform import (
     Transform,
     apply_to_composite,
@@ -30,6 +31,24 @@ from reap.envs.transforms.transform import (
     reset_flags,
 )
 from reap.specs import Binary, Bounded, Composite, Unbounded
+
+
+def _group_flags(tensordict, reset_key, value) -> torch.Tensor:
+    """The flags of ``reset_key`` in a reset's input, shaped to expand right to ``value``: one per
+    row of its group (all True when absent), reduced over dims ``value`` lacks."""
+    if reset_key == "_reset":
+        flags = reset_flags(tensordict)
+    else:
+        group = tensordict.get(reset_key[:-1], None)
+        group = tensordict if group is None else group
+        flags = tensordict.get(reset_key, None)
+        if flags is None:
+            flags = torch.ones((), dtype=torch.bool, device=group.device).expand(group.batch_size)
+        elif flags.ndim > group.ndim:
+            flags = flags.flatten(group.ndim, -1).any(-1)
+    while flags.ndim > tensordict.ndim and flags.shape != value.shape[: flags.ndim]:
+        flags = flags.any(-1)  # a group inside the sum's: any of its rows reset clears the sum
+    return flags
 
 
 def _episode_key(key):
@@ -42,7 +61,9 @@ class RewardSum(Transform):
     Args:
         in_keys: the rewards (default: the env's reward keys, ``["reward"]`` without an env).
         out_keys: where the sums go (default ``episode_<key>``).
-        reset_keys: TorchRL's partial-reset keys; reap's envs have one, ``"_reset"``.
+        reset_keys: the ``_reset`` entry that clears each sum, one per in_key (or one for all);
+            by default that of the in_key's own done group (``("agents", "_reset")`` for
+            ``("agents", "reward")``; ``"_reset"`` in an env of one done group), as TorchRL's.
         reward_spec: the sums are rewards (in ``full_reward_spec``) rather than observations.
 
     Outside an env, ``t(td)`` is the cumulative sum along the dim named ``"time"``.
@@ -54,10 +75,7 @@ class RewardSum(Transform):
         super().__init__(in_keys=in_keys)
         if out_keys is not None:
             self.out_keys = out_keys
-        reset_keys = keys_list(reset_keys, "RewardSum", "reset_keys")
-        if reset_keys is not None and set(reset_keys) != {"_reset"}:
-            raise ValueError(f"RewardSum: reap envs have one reset key, '_reset'; got reset_keys={reset_keys}")
-        self.reset_keys = reset_keys or ["_reset"]
+        self.reset_keys = reset_keys
         self.reward_spec = reward_spec
 
     @property
@@ -71,6 +89,7 @@ class RewardSum(Transform):
     @in_keys.setter
     def in_keys(self, value) -> None:
         self.__dict__["_in_keys"] = keys_list(value, "RewardSum", "in_keys")
+        self.__dict__["_resets"] = None  # the reset keys follow the in_keys (see reset_keys)
 
     @property
     def out_keys(self) -> list:
@@ -84,14 +103,47 @@ class RewardSum(Transform):
             raise ValueError("RewardSum expects the same number of input and output keys")
         self.__dict__["_out_keys"] = value
 
+    @property
+    def reset_keys(self) -> list:
+        """Per in_key, the ``_reset`` entry that clears its sum (see the class)."""
+        return self.__dict__.get("_resets") or self._resets_for(self.parent)
+
+    @reset_keys.setter
+    def reset_keys(self, value) -> None:
+        self.__dict__["_given_reset_keys"] = keys_list(value, "RewardSum", "reset_keys")
+        self.__dict__["_resets"] = None
+
+    def _resets_for(self, env) -> list:
+        """The reset key of each in_key: the given ones, else that of the done group of ``env``
+        holding the in_key (the outermost such group, as TorchRL's ``_filtered_reset_keys``)."""
+        in_keys, given = self.in_keys, self.__dict__.get("_given_reset_keys")
+        if given is not None:
+            if len(given) == 1:
+                return given * len(in_keys)
+            if len(given) != len(in_keys):
+                raise ValueError(f"RewardSum: {len(given)} reset_keys {given} for {len(in_keys)} in_keys "
+                                 f"{in_keys}; give one per in_key (or one for all)")
+            return list(given)
+        if env is None:
+            return ["_reset"] * len(in_keys)
+        roots, keys = group_roots(env), []
+        for in_key in in_keys:
+            path = in_key[:-1] if isinstance(in_key, tuple) else ()
+            holding = [root for root in roots if path[: len(root)] == root]
+            if not holding:
+                raise ValueError(f"RewardSum: no done group of the env holds the in_key {in_key!r} (its reset "
+                                 f"keys are {env.reset_keys}); pass reset_keys=[...] to say which resets clear it")
+            keys.append(leaf_key(max(holding, key=len), "_reset"))
+        return keys
+
     def _reset(self, tensordict, tensordict_reset):
-        reset = reset_flags(tensordict)
-        for in_key, out_key in zip(self.in_keys, self.out_keys, strict=True):
+        resets = self.reset_keys
+        for in_key, reset_key, out_key in zip(self.in_keys, resets, self.out_keys, strict=True):
             value = tensordict.get(out_key, None)
             if value is None:
                 value = self.parent.full_reward_spec[in_key].zero()
             else:
-                value = torch.where(expand_right(~reset, value), value, 0.0)
+                value = torch.where(expand_right(~_group_flags(tensordict, reset_key, value), value), value, 0.0)
             tensordict_reset.set(out_key, value)
         return tensordict_reset
 
@@ -136,6 +188,11 @@ class RewardSum(Transform):
 
     def _attach(self, env):
         self._check_in_keys(env)
+        resets = self._resets_for(env)
+        unknown = [key for key in resets if key not in env.reset_keys]
+        if unknown:
+            raise ValueError(f"RewardSum: reset_keys {unknown} are not reset keys of the env ({env.reset_keys})")
+        self.__dict__["_resets"] = resets
 
     def on_reset(self, root, t, mask):
         for _, key in self._pairs:

@@ -247,8 +247,10 @@ class TransformedEnv(EnvBase):
 
     @property
     def state_keys(self):
-        if self._torchrl_style:  # what step_mdp carries: the observations, as for a TorchRL-style env
-            return super().state_keys
+        if self._torchrl_style:  # what step_mdp carries: the observations, as for a TorchRL-style env,
+            # and the rewards that are state too (RewardSum(reward_spec=True)'s sums), as TorchRL's
+            state = set(self.full_state_spec.keys(True, True))
+            return (*super().state_keys, *(k for k in self.reward_keys if k in state))
         return self._layout.state_keys
 
     @property
