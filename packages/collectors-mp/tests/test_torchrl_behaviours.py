@@ -148,3 +148,17 @@ def test_a_workers_builtin_error_is_also_that_error():
     with pytest.raises(WorkerError) as again:
         ParallelEnv(2, bad, mp_start_method=FAST)
     assert type(again.value).__mro__[1:] == type(info.value).__mro__[1:]
+
+
+@pytest.mark.parametrize("extend_buffer", [True, False])
+def test_a_sync_batch_reaches_the_buffer_worker_by_worker(extend_buffer):
+    """TorchRL's workers write their own batches: a 1-dim storage holds every frame."""
+    from reap import LazyTensorStorage, ReplayBuffer
+
+    rb = ReplayBuffer(storage=LazyTensorStorage(256))
+    with MultiSyncCollector([env_fn(), env_fn()], None, frames_per_batch=32, total_frames=64, replay_buffer=rb,
+                            extend_buffer=extend_buffer, mp_start_method=FAST) as c:
+        lengths = [len(rb) for _ in c]
+    assert lengths == [32, 64]
+    ids = rb[:]["collector", "traj_ids"]
+    assert ids[:16].unique().numel() < ids[:32].unique().numel()  # worker 0's 16 frames, then worker 1's

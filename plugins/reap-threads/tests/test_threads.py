@@ -152,5 +152,6 @@ def test_start_collects_into_the_buffer_in_the_background():
     collector.start()
     wait_until(lambda: not collector.is_running(), what="the end of the background collection")
     collector.async_shutdown()
-    assert [b.batch_size for b in sink.batches] == [torch.Size([2, 2, 4])] * 4
+    # each worker's batch is written, as TorchRL's workers write theirs: 4 batches of 2 workers
+    assert [b.batch_size for b in sink.batches] == [torch.Size([2, 4])] * 8
     assert not _worker_threads()

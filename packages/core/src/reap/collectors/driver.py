@@ -635,11 +635,16 @@ class CollectorDriver(BaseCollector):
                 batch = self.postproc(batch)
         hook().reap_batch_ready(collector=self, batch=batch)
         if self.replay_buffer is not None and self._trajs is None:
-            if batch is not None and self.extend_buffer:
-                self.replay_buffer.extend(batch)
-            elif batch is not None:  # each worker's steps as they came (TorchRL's workers write them)
-                for part in (batch.unbind(0) if self._sync and self.cat_results == "stack" else [batch]):
-                    extend_by_steps(self.replay_buffer, part)
+            if batch is not None:
+                # each worker's batch, as TorchRL's workers write theirs (a storage with as many dims as
+                # a stacked batch takes it whole); extend_buffer=False: their steps as they came
+                stacked = self._sync and self.cat_results == "stack" and not self.split_trajs and self.postproc is None
+                whole = getattr(getattr(self.replay_buffer, "storage", None), "ndim", 1) >= batch.batch_dims
+                for part in (batch.unbind(0) if stacked and not (whole and self.extend_buffer) else [batch]):
+                    if self.extend_buffer:
+                        self.replay_buffer.extend(part)
+                    else:
+                        extend_by_steps(self.replay_buffer, part)
             return None
         return batch
 

@@ -97,7 +97,7 @@ def extend_by_steps(replay_buffer, batch: TensorDictBase) -> None:
         >>> len(rb), rb[:]["t"].tolist()
         (3, [[0, 0], [1, 1], [2, 2]])
     """
-    if getattr(replay_buffer.storage, "ndim", 1) > 1 or batch.batch_dims < 2:
+    if getattr(getattr(replay_buffer, "storage", None), "ndim", 1) > 1 or batch.batch_dims < 2:
         replay_buffer.extend(batch)
     else:
         replay_buffer.extend(batch.movedim(-1, 0))
