@@ -468,3 +468,13 @@ def test_batch_device_as_torchrl(kwargs):
     theirs.shutdown()
     with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4, **kwargs) as c:
         assert next(iter(c)).device == expected
+
+
+def test_random_policy_with_one_envs_spec_on_a_batched_env():
+    from reap import RandomPolicy, SerialEnv
+
+    policy = RandomPolicy(GymEnv("Pendulum-v1").action_spec)  # shape (1,), for one env
+    with Collector(SerialEnv(3, lambda: GymEnv("Pendulum-v1")), policy, frames_per_batch=30, total_frames=30) as c:
+        batch = next(iter(c))
+    assert policy.action_spec.shape == (3, 1) and batch["action"].shape == (3, 10, 1)
+    assert batch["action"][:, 0].unique().numel() == 3  # each env draws its own

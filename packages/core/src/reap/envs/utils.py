@@ -48,9 +48,16 @@ class RandomPolicy:
         self.action_key = action_key
 
     def set_action_spec_from_env(self, env) -> None:
-        """Take ``env.full_action_spec`` unless a spec was given (collectors call this)."""
+        """Take ``env.full_action_spec`` unless a spec was given (collectors call this). A spec
+        given for one env (e.g. a single env's ``action_spec`` on a ``SerialEnv`` of them) is
+        expanded to the env's batch, so each env draws its own action."""
         if self.action_spec is None:
             self.action_spec = env.full_action_spec.clone()
+            return
+        target = env.full_action_spec if isinstance(self.action_spec, Composite) else env.action_spec
+        batch = tuple(env.batch_size)
+        if batch and tuple(target.shape) == (*batch, *self.action_spec.shape):
+            self.action_spec = self.action_spec.expand(*target.shape)
 
     def __call__(self, td: TensorDictBase) -> TensorDictBase:
         if self.action_spec is None:
