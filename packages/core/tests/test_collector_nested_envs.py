@@ -119,10 +119,10 @@ def test_serial_env_of_nested_envs():
 def test_multi_process(sync):
     from reap import MultiAsyncCollector, MultiSyncCollector
 
-    with Collector(TeamsEnv(), teams_policy(), frames_per_batch=8, total_frames=8) as collector:
+    with Collector(TeamsEnv(), teams_policy(), frames_per_batch=8, total_frames=8, set_truncated=True) as collector:
         local = next(iter(collector))
     cls = MultiSyncCollector if sync else MultiAsyncCollector
-    kwargs = {"cat_results": "stack"} if sync else {}
+    kwargs = {"cat_results": "stack", "set_truncated": True} if sync else {"set_truncated": True}
     envs = [TeamsEnv, TeamsEnv] if sync else [TeamsEnv]  # worker processes start slowly: as few as needed
     with cls(envs, teams_policy(), frames_per_batch=16 if sync else 8, total_frames=32, **kwargs) as collector:
         batch = next(iter(collector))
@@ -138,6 +138,7 @@ def test_multi_process(sync):
                 assert torch.equal(part.get(key), value), key
     ids = batch["collector", "traj_ids"]
     assert ids.unique().numel() == (12 if sync else 6)  # distinct across workers
+    assert batch["next", "red", "truncated"][..., -1, :, :].all()  # set_truncated, in the worker's locked slot
 
 
 def test_side_by_side_with_torchrl():

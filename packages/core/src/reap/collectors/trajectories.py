@@ -79,7 +79,7 @@ def mark_truncated(batch: TensorDictBase) -> TensorDictBase:
         for key in ("truncated", "done"):
             flag = nxt.get((*group, key)).clone()
             flag[last] = True
-            nxt.set((*group, key), flag)
+            nxt.set_((*group, key), flag)  # in place: a worker's slot in shared memory is locked
     return batch
 
 
