@@ -10,6 +10,7 @@ from tensordict.nn import TensorDictModule
 from reap import MultiCollector, VanillaWeightUpdater
 from reap_mp import MultiAsyncCollector, MultiSyncCollector
 from reap_testing import FaultyEnv, constant_policy, env_fn
+from reap_testing.policies import ConstantPolicy
 
 FAST = "forkserver"
 
@@ -93,7 +94,7 @@ def test_extend_buffer_false_writes_each_workers_steps():
     assert rb[:]["collector", "traj_ids"][:4, 0].tolist() == [rb[0]["collector", "traj_ids"][0].item()] * 4
 
 
-class _Unpicklable(torch.nn.Linear):
+class _Unpicklable(ConstantPolicy):
     def __reduce_ex__(self, protocol):
         raise TypeError("this policy stays in the trainer")
 
@@ -101,15 +102,11 @@ class _Unpicklable(torch.nn.Linear):
 @pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
 def test_policy_and_policy_factory_together(cls):
     """TorchRL's: workers build theirs with the factory; the policy is where weights are read."""
-    module = _Unpicklable(2, 1)
-    with torch.no_grad():
-        module.weight.zero_()
-        module.bias.fill_(1.0)
-    trainer = TensorDictModule(module, in_keys=["observation"], out_keys=["action"])
-    with cls([env_fn(), env_fn()], trainer, policy_factory=functools.partial(_linear, 0.0), frames_per_batch=8,
-             total_frames=-1, mp_start_method=FAST) as collector:
+    trainer = TensorDictModule(_Unpicklable(1.0), in_keys=["observation"], out_keys=["action"])
+    with cls([env_fn(), env_fn()], trainer, policy_factory=functools.partial(constant_policy, 0.0),
+             frames_per_batch=8, total_frames=-1, mp_start_method=FAST) as collector:
         it = iter(collector)
-        assert (next(it)["action"] == 0).all()  # the factory's policy (zero weights, zero bias)
+        assert (next(it)["action"] == 0).all()  # the factory's policy
         collector.update_policy_weights_()
         for _ in range(4):  # async: a batch under way may predate the update
             batch = next(it)
@@ -120,18 +117,17 @@ def test_policy_and_policy_factory_together(cls):
 
 def test_per_worker_weights_as_a_dict():
     """TorchRL's update_policy_weights_({worker: weights}): each worker gets its own."""
-    with MultiSyncCollector([env_fn(), env_fn()], policy_factory=[functools.partial(_linear, 0.0)] * 2,
+    with MultiSyncCollector([env_fn(), env_fn()], policy_factory=[functools.partial(constant_policy, 0.0)] * 2,
                             frames_per_batch=8, total_frames=-1, cat_results="stack", mp_start_method=FAST) as c:
         it = iter(c)
         next(it)
-        c.update_policy_weights_({0: _linear(1.0), 1: _linear(2.0)})
+        c.update_policy_weights_({0: constant_policy(1.0), 1: constant_policy(2.0)})
         batch = next(it)
         with pytest.raises(ValueError, match=r"pass \{worker_index: weights\} or worker_ids=, not both"):
-            c.update_policy_weights_({0: _linear(1.0)}, worker_ids=[0])
+            c.update_policy_weights_({0: constant_policy(1.0)}, worker_ids=[0])
         with pytest.raises(ValueError, match=r"worker_ids must be worker indices in \[0, 2\), got \[5\]"):
-            c.update_policy_weights_({5: _linear(1.0)})
-    obs = batch["observation"].sum(-1)  # the action is weight * (sum of the observation)
-    assert torch.allclose(batch["action"][0, :, 0], obs[0]) and torch.allclose(batch["action"][1, :, 0], 2 * obs[1])
+            c.update_policy_weights_({5: constant_policy(1.0)})
+    assert (batch["action"][0] == 1).all() and (batch["action"][1] == 2).all()
 
 
 def test_a_workers_builtin_error_is_also_that_error():

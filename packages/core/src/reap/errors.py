@@ -50,7 +50,7 @@ class WorkerError(RuntimeError):
 
     Examples:
         >>> err = WorkerError("collector worker 0 raised ValueError: no such env", worker_idx=0,
-        ...                   remote_traceback="Traceback ...\nValueError: no such env")
+        ...                   remote_traceback="Traceback ...\\nValueError: no such env")
         >>> isinstance(err, ValueError), isinstance(err, WorkerError), type(err).__name__
         (True, True, 'WorkerError')
     """
