@@ -108,7 +108,8 @@ def test_policy_and_policy_factory_together(cls):
         it = iter(collector)
         assert (next(it)["action"] == 0).all()  # the factory's policy
         collector.update_policy_weights_()
-        for _ in range(4):  # async: a batch under way may predate the update
+        # async: each worker's batch under way and its prefetched one may predate the update
+        for _ in range(8):
             batch = next(it)
             if (batch["action"] == 1).all():
                 break
