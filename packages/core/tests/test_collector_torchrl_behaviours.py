@@ -5,9 +5,19 @@ import warnings
 
 import pytest
 import torch
+from tensordict import TensorDict
 from tensordict.nn import TensorDictModule, TensorDictSequential
 
-from reap import Collector, GymEnv, StepCounter, TransformedEnv, VanillaWeightUpdater
+from reap import (
+    Collector,
+    Composite,
+    EnvBase,
+    GymEnv,
+    StepCounter,
+    TransformedEnv,
+    Unbounded,
+    VanillaWeightUpdater,
+)
 from reap.collectors.base import NoLengthError
 
 
@@ -468,6 +478,46 @@ def test_batch_device_as_torchrl(kwargs):
     theirs.shutdown()
     with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4, **kwargs) as c:
         assert next(iter(c)).device == expected
+
+
+@pytest.mark.parametrize("kwargs, device", [
+    ({}, None),
+    ({"env_device": "cpu"}, None),
+    ({"env_device": "cpu", "policy_device": "cpu"}, torch.device("cpu")),  # the device both share
+    ({"env_device": "cpu", "policy_device": "cpu", "storing_device": None, "device": "cpu"}, torch.device("cpu")),
+])
+def test_batch_device_falls_back_to_the_device_env_and_policy_share(kwargs, device):
+    """TorchRL's rule, without TorchRL installed: storing_device, else device, else the device the
+    env and the policy share."""
+    with Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, total_frames=4, **kwargs) as c:
+        assert next(iter(c)).device == device
+
+
+def test_a_custom_env_with_a_device_steps_tensordicts_on_it():
+    """TorchRL hands an env with a device TensorDicts on that device (its _step may check)."""
+    class EnvOnCPU(EnvBase):
+        def __init__(self):
+            super().__init__(device="cpu")
+            self.observation_spec = Composite(observation=Unbounded(()))
+            self.action_spec = Unbounded(())
+            self.seen = []
+
+        def _reset(self, tensordict):
+            self.seen.append(None if tensordict is None else tensordict.device)
+            return TensorDict(observation=torch.zeros(()), device=self.device)
+
+        def _step(self, tensordict):
+            self.seen.append(tensordict.device)
+            return TensorDict(observation=torch.zeros(()), reward=torch.zeros(1), done=torch.zeros(1, dtype=torch.bool),
+                              device=self.device)
+
+        def _set_seed(self, seed):
+            pass
+
+    env = EnvOnCPU()
+    with Collector(env, None, frames_per_batch=3, total_frames=3) as c:
+        next(iter(c))
+    assert env.seen[1:] == [torch.device("cpu")] * 3
 
 
 def test_random_policy_with_one_envs_spec_on_a_batched_env():

@@ -221,9 +221,11 @@ class Collector(BaseCollector):
         if create_env_fn is None:
             raise ValueError("Collector: create_env_fn is required (an env, or a callable returning one)")
         self.exploration_type = checked_exploration_type(exploration_type, "Collector")
-        self.storing_device = checked_device("storing_device", storing_device or device, "Collector")
         self.policy_device = checked_device("policy_device", policy_device or device, "Collector")
         self.env_device = checked_device("env_device", env_device, "Collector")  # None or the CPU
+        if storing_device is None and device is None and self.env_device == self.policy_device:
+            storing_device = self.env_device  # TorchRL's fallback: the device env and policy share
+        self.storing_device = checked_device("storing_device", storing_device or device, "Collector")
         init_random_frames = checked_init_random_frames(init_random_frames, "Collector")
 
         self.env = make_env(create_env_fn, create_env_kwargs)

@@ -199,7 +199,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         """Reset the envs selected by ``mask`` (all when None), writing ``root[key][t]``."""
         td = None
         if mask is not None and self.batch_size:
-            td = TensorDict({"_reset": torch.as_tensor(mask).reshape(*self.batch_size, 1)}, batch_size=self.batch_size)
+            td = TensorDict({"_reset": torch.as_tensor(mask).reshape(*self.batch_size, 1)}, batch_size=self.batch_size,
+                            device=self.device)
         out = complete_done(self.full_done_spec, self._reset(td))
         for key in self._written_on_reset():
             value = out.get(key, None)
@@ -211,7 +212,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
     def _step_into(self, action, t: int, root: dict, nxt: dict) -> None:
         """Step every env with the actions of ``root[...][t]`` and write ``nxt[key][t]``."""
-        td = TensorDict(batch_size=self.batch_size)
+        td = TensorDict(batch_size=self.batch_size, device=self.device)  # TorchRL's envs get theirs
         for key in (*self.state_keys, *self.action_keys):
             td.set(key, torch.as_tensor(root[key][t]))  # a NumPy scalar for a scalar entry
         out = self._step_proc_data(self._step(td))
