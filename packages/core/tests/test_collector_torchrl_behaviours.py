@@ -528,3 +528,42 @@ def test_random_policy_with_one_envs_spec_on_a_batched_env():
         batch = next(iter(c))
     assert policy.action_spec.shape == (3, 1) and batch["action"].shape == (3, 10, 1)
     assert batch["action"][:, 0].unique().numel() == 3  # each env draws its own
+
+
+class _StopAfter:
+    """TorchRL's interruptor protocol, as any object may give it: stop after ``n`` polls."""
+
+    def __init__(self, n):
+        self.polls, self.n = 0, n
+
+    def collection_stopped(self):
+        self.polls += 1
+        return self.polls > self.n
+
+
+@pytest.mark.parametrize("make_env, path, obs", [
+    (lambda: GymEnv("CartPole-v1"), "arrays", "observation"),
+    (lambda: __import__("reap_testing").AgentsEnv(), "tensordict", ("agents", "obs")),  # 2 envs
+])
+def test_an_interruptor_ends_the_rollout_and_marks_the_steps_not_collected(make_env, path, obs):
+    """TorchRL's interruptor: polled after each step; the batch keeps its size, the steps not
+    collected get traj id -1, and the next rollout goes on from the last step collected."""
+    interruptor = _StopAfter(2)  # 3 steps, then stop
+    with Collector(make_env(), None, frames_per_batch=10, total_frames=-1, interruptor=interruptor) as c:
+        assert c.path == path
+        it = iter(c)
+        first = next(it)
+        interruptor.n = 10**9  # the next rollout runs whole
+        second = next(it)
+        frames = c.frames
+    time_dim = first.batch_dims - 1
+    ids = first["collector", "traj_ids"].movedim(time_dim, 0).reshape(first.batch_size[time_dim], -1)
+    assert (ids[:3] != -1).all() and (ids[3:] == -1).all()
+    assert (second["collector", "traj_ids"] != -1).all()
+    assert frames == 2 * c.frames_per_batch and first.batch_size == second.batch_size
+    assert torch.equal(second[obs].select(time_dim, 0), first["next", obs].select(time_dim, 2))
+
+
+def test_an_interruptor_must_have_collection_stopped():
+    with pytest.raises(TypeError, match=r"Collector: interruptor must have a collection_stopped\(\) method"):
+        Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, interruptor=object())

@@ -155,3 +155,14 @@ def test_start_collects_into_the_buffer_in_the_background():
     # each worker's batch is written, as TorchRL's workers write theirs: 4 batches of 2 workers
     assert [b.batch_size for b in sink.batches] == [torch.Size([2, 4])] * 8
     assert not _worker_threads()
+
+
+def test_preemptive_threshold_stops_the_slow_threads():
+    """The same interruptor as the worker processes': threads share it as it is."""
+    envs = [env_fn(), env_fn(step_sleep=0.5)]  # the slow one would take 10 s for its 20 steps
+    with ThreadSyncCollector(envs, None, frames_per_batch=40, preemptive_threshold=0.5, cat_results="stack") as c:
+        batch = c.next()
+    traj_ids = batch["collector", "traj_ids"]
+    slow = int((traj_ids[1] != -1).sum())
+    assert (traj_ids[0] != -1).all() and 1 <= slow < 20 and (traj_ids[1, slow:] == -1).all()
+    assert torch.equal(batch["collector", "mask"], traj_ids != -1)

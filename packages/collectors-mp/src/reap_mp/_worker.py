@@ -27,7 +27,7 @@ import torch
 from reap_mp._procs import worker_session
 
 
-def collector_worker(idx, conn, payload, receiver):
+def collector_worker(idx, conn, payload, receiver, interruptor=None):
     from reap.collectors.multi_worker import build_worker
     from reap.plugins import hook
 
@@ -37,7 +37,7 @@ def collector_worker(idx, conn, payload, receiver):
         slot_count = spec.pop("slots")
         # weights arrive through the scheme's receiver (shared memory, or the pipe's "weights"
         # messages below), written in place by the parent
-        worker = build_worker(receiver=receiver, **spec)
+        worker = build_worker(receiver=receiver, interruptor=interruptor, **spec)
         closers.append(worker.close)
         slots = [worker.new_slot().share_memory_() for _ in range(slot_count)]
         hook().reap_collector_start(collector=worker.collector, worker_idx=idx)

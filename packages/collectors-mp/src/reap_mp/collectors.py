@@ -80,11 +80,12 @@ class _MultiCollector(MultiWorkerCollector):
     # ---- the transport: processes, pipes, shared-memory slots -------------------------------------
     def _launch_worker(self, idx: int) -> None:
         spec = {**self._worker_spec(idx), "slots": self._slots_per_worker, "num_threads": self._num_threads}
+        interruptor = spec.pop("interruptor")  # shared memory: a process argument, not pickled with the rest
         self._answer[idx] = self._ahead_slot[idx] = None
         self._arrived[idx] = set()
         self._done = deque(item for item in self._done if item[0] != idx)
         self._handles[idx] = WorkerHandle(self._ctx, idx, collector_worker,
-                                          (Payload(spec), self.weight_sync_scheme.worker_state(idx)),
+                                          (Payload(spec), self.weight_sync_scheme.worker_state(idx), interruptor),
                                           label="collector worker", timeout=self.worker_timeout)
 
     def _await_worker(self, idx: int) -> dict:

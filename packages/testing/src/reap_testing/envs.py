@@ -13,7 +13,7 @@ or ``forkserver``, Ray actors and torch.distributed ranks import them by name.
   into the episode, a seeded random number]``. ``fail_at``, ``die_at`` and ``hang_at`` make it
   raise, kill its own process (SIGKILL) or sleep (``hang_for`` s) at a given step; with
   ``once_file`` only the first env to get there does (it creates the file), so a restarted
-  worker runs on.
+  worker runs on. ``step_sleep`` makes every step sleep that long (a slow worker).
 * :class:`BusyEchoEnv`: an EchoEnv whose step burns CPU per sub-env.
 * :class:`FaultyEnv`: an EchoEnv with a fault (:func:`~reap_testing.faults.inject_fault`) in
   one chosen place. :func:`env_fn`: a picklable ``EchoEnv`` constructor.
@@ -146,14 +146,14 @@ class EchoEnv(EnvBase):
 
     def __init__(self, batch: int | None = None, *, episode_len: int = 5, fail_at: int | None = None,
                  die_at: int | None = None, hang_at: int | None = None, hang_for: float = 3600.0,
-                 once_file: str | None = None):
+                 once_file: str | None = None, step_sleep: float = 0.0):
         shape = () if batch is None else (batch,)
         super().__init__(batch_size=shape)
         self.observation_spec = Composite(observation=Unbounded(shape=(*shape, 2)), shape=shape)
         self.action_spec = Unbounded(shape=(*shape, 1))
         self.episode_len = episode_len
         self.fail_at, self.die_at, self.hang_at = fail_at, die_at, hang_at
-        self.hang_for, self.once_file = hang_for, once_file
+        self.hang_for, self.once_file, self.step_sleep = hang_for, once_file, step_sleep
         self.steps = 0
         self._rng = np.random.default_rng(0)
         self._count = np.zeros(shape, dtype=np.int64)
@@ -180,6 +180,8 @@ class EchoEnv(EnvBase):
             if self.steps == self.die_at:
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(self.hang_for)
+        if self.step_sleep:
+            time.sleep(self.step_sleep)
         self._count += 1
         obs = nxt["observation"][t]
         obs[..., 0] = self._count

@@ -2,6 +2,7 @@
 
 from reap.collectors.base import BaseCollector
 from reap.collectors.collector import Collector, SyncDataCollector
+from reap.collectors.interruptor import Interruptor
 from reap.collectors.multi import MultiCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
 from reap.mirror import module_getattr
@@ -12,6 +13,7 @@ __all__ = [
     "BaseCollector",
     "Collector",
     "DataCollectorBase",
+    "Interruptor",
     "MultiCollector",
     "SyncDataCollector",
     "TrajIdCounter",

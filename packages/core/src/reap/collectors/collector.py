@@ -43,6 +43,7 @@ from reap.collectors.arguments import (
 )
 from reap.collectors.base import BaseCollector, checked_hook, is_private_key
 from reap.collectors.interaction import rollout_interaction
+from reap.collectors.interruptor import checked_interruptor
 from reap.collectors.policy import PolicyRunner, check_action
 from reap.collectors.policy_transforms import with_policy_transforms
 from reap.collectors.stepwise import StepwiseRollout, stepwise_reason
@@ -140,7 +141,9 @@ class Collector(BaseCollector):
     TorchRL's) chooses sync or async collection, and ``backend_options`` are more keyword
     arguments for the backend's collector. ``trajs_per_batch=N`` yields batches of ``N``
     complete trajectories instead (``traj_format``, ``trajs_per_write``: see
-    :mod:`reap.collectors.traj_batches`).
+    :mod:`reap.collectors.traj_batches`). An ``interruptor`` (:class:`~reap.collectors.Interruptor`,
+    or TorchRL's) is polled after each step: once stopped, the rollout ends and the steps not
+    collected get ``("collector", "traj_ids") == -1``.
 
     Examples:
         >>> from reap import Collector, GymEnv
@@ -206,6 +209,7 @@ class Collector(BaseCollector):
         trajs_per_write: int | None = None,
         traj_format: str | None = None,
         auto_register_policy_transforms: bool | None = None,
+        interruptor=None,
         **torchrl_kwargs,
     ):
         check_torchrl_kwargs(torchrl_kwargs, "Collector")
@@ -273,6 +277,7 @@ class Collector(BaseCollector):
         self.replay_buffer = replay_buffer
         self.extend_buffer = extend_buffer
         self.track_traj_ids = track_traj_ids
+        self.interruptor = checked_interruptor(interruptor, "Collector")
         self._traj_counter = traj_id_counter or TrajIdCounter()
         self._generator = torch.Generator()
         self._generator.seed()
@@ -375,7 +380,8 @@ class Collector(BaseCollector):
         if self._stepwise is not None:
             if self.reset_at_each_iter and self._started_batches:
                 self._stepwise.reset()
-            self._stepwise_steps = self._stepwise.rollout(random=self._frames < self.init_random_frames)
+            self._stepwise_steps = self._stepwise.rollout(random=self._frames < self.init_random_frames,
+                                                          interruptor=self.interruptor)
             return
         env, root, nxt = self.env, self._root, self._next
         steps = self._steps
@@ -383,13 +389,16 @@ class Collector(BaseCollector):
             env._reset_into(root, 0, None)
             self._new_trajectories(None)
         elif self._started_batches:
+            last = self._rows  # the root after the last step (the last batch may have been interrupted)
             for key in self._carried_keys:
-                root[key][0] = root[key][steps]
+                root[key][0] = root[key][last]
         step_into, action = env._step_into, root[env.action_key]
         act = self._runner.random_action if self._frames < self.init_random_frames else self._runner
         carry, done_flat, traj, cur = self._carry, self._done_flat, self._traj, self._cur_traj
         passthrough = self._passthrough
         single = self.n_envs == 1
+        interruptor = self.interruptor
+        self._rows = steps
         for t in range(steps):
             for dest, src in passthrough:
                 dest[t] = src[t]
@@ -400,6 +409,10 @@ class Collector(BaseCollector):
                 dest[t + 1] = src[t]
             if done_flat[t, 0] if single else done_flat[t].any():
                 self._reset_done(t)
+            if interruptor is not None and interruptor.collection_stopped():
+                self._rows = t + 1
+                traj[t + 1:] = -1  # steps not collected (their other entries are stale)
+                break
 
     def _reset_done(self, t: int) -> None:
         mask = self._done_flat[t].reshape(self.env.batch_size)
@@ -413,6 +426,7 @@ class Collector(BaseCollector):
 
     # ---- iteration -------------------------------------------------------------------------
     _started_batches = 0
+    _rows = 0  # the steps of the last rollout (fewer than a batch's when it was interrupted)
     _same_td: TensorDict | None = None
 
     @property

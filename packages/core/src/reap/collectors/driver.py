@@ -53,6 +53,7 @@ from reap.collectors.arguments import (
 )
 from reap.collectors.base import BaseCollector, checked_hook, options_for_worker, paired_calls
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines, WorkerWeights
+from reap.collectors.interruptor import Interruptor, collected_steps, mark_collected
 from reap.collectors.lifetime import track, untrack
 from reap.collectors.trajectories import (
     extend_by_steps,
@@ -146,7 +147,8 @@ class CollectorDriver(BaseCollector):
                      replay_buffer=None, extend_buffer: bool = True, cat_results="stack",
                      update_at_each_batch: bool = False, update_after_each_batch: bool = False,
                      max_weight_update_interval: int = -1, pre_collect_hook: Callable | None = None,
-                     post_collect_hook: Callable | None = None, track_policy_version: bool = False) -> None:
+                     post_collect_hook: Callable | None = None, track_policy_version: bool = False,
+                     preemptive_threshold: float = 1.0) -> None:
         """The driver's state for ``num_workers`` workers (each asked ``worker_frames[i]`` frames
         a batch; the workers' ready info sets them otherwise); every argument is checked by
         then (:mod:`reap.collectors.arguments`)."""
@@ -169,6 +171,9 @@ class CollectorDriver(BaseCollector):
         self._pre_collect_hook = checked_hook(pre_collect_hook, "pre_collect_hook")  # sent as workers start
         self._post_collect_hook = checked_hook(post_collect_hook, "post_collect_hook")
         self.track_policy_version = checked_track_policy_version(track_policy_version, type(self).__name__)
+        #: the share of workers whose rollout ends a sync batch: the others are stopped then (1.0: never)
+        self.preemptive_threshold = preemptive_threshold
+        self.interruptor = Interruptor() if preemptive_threshold < 1.0 else None
         self._worker_weights = WorkerWeights(
             0, max_interval=0 if update_after_each_batch else max_weight_update_interval)
         self._latest = LatestWeights()  # out-of-band schemes: what a restarted worker is given
@@ -248,6 +253,8 @@ class CollectorDriver(BaseCollector):
         """``(frames, batch)`` for one sync batch's answers, in worker order: stacked, or
         concatenated along ``cat_results``."""
         parts = [self._batch_of(a) for a in answers]
+        if self.interruptor is not None and self.cat_results != "stack":
+            parts = [p[..., collected_steps(p)] for p in parts]  # a preempted worker's steps not collected
         if self.cat_results == "stack":
             if len({p.batch_size for p in parts}) > 1:
                 raise ValueError(
@@ -255,6 +262,8 @@ class CollectorDriver(BaseCollector):
                     f"{[tuple(p.batch_size) for p in parts]}; cat_results='stack' needs equal ones, "
                     "use cat_results=-1 to concatenate along time")
             batch = torch.stack(parts, 0)
+            if self.interruptor is not None:
+                return mark_collected(batch), batch
         else:
             batch = torch.cat(parts, self.cat_results)
         return batch.numel(), batch
@@ -586,11 +595,16 @@ class CollectorDriver(BaseCollector):
                 self.update_policy_weights_()
             n = self.num_workers
             pending = self._pending()
+            if self.interruptor is not None:  # before the requests: a fast worker must not see the last stop
+                self.interruptor.start_collection()
+                enough = int(n * self.preemptive_threshold)
             for i in range(n):
                 if i not in pending:
                     self._submit(i)
             answers = {}
             while len(answers) < n:
+                if self.interruptor is not None and len(answers) >= enough:
+                    self.interruptor.stop_collection()  # the others end their rollout at their next step
                 idx, answer = self._next_result()
                 answers[idx] = answer
             frames, batch = self._combine([answers[i] for i in range(n)])

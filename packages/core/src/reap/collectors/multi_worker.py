@@ -43,6 +43,7 @@ from reap.collectors.arguments import (
 )
 from reap.collectors.collector import Collector
 from reap.collectors.driver import CollectorDriver
+from reap.collectors.interruptor import checked_preemptive_threshold
 from reap.collectors.multi import MultiCollector
 from reap.collectors.traj_batches import checked_traj_options
 from reap.collectors.worker import CollectorWorker
@@ -125,6 +126,7 @@ class MultiWorkerCollector(CollectorDriver):
         trajs_per_write: int | None = None,
         traj_format: str | None = None,
         auto_register_policy_transforms: bool | None = None,
+        preemptive_threshold: float | None = None,
         **options,
     ):
         owner = type(self).__name__
@@ -149,6 +151,10 @@ class MultiWorkerCollector(CollectorDriver):
             trajs_per_batch, trajs_per_write, traj_format, owner, replay_buffer=replay_buffer,
             split_trajs=split_trajs, track_traj_ids=track_traj_ids, reset_at_each_iter=reset_at_each_iter)
         checked_exploration_type(exploration_type, owner)  # else only the workers' Collector would refuse it
+        preemptive_threshold = checked_preemptive_threshold(preemptive_threshold, owner, sync=self._sync)
+        if preemptive_threshold < 1.0 and not track_traj_ids:
+            raise ValueError(f"{owner}: preemptive_threshold={preemptive_threshold} marks the steps a stopped worker "
+                             "did not collect with traj id -1; it needs track_traj_ids=True")
         for dev in env_device if isinstance(env_device, (list, tuple)) else [env_device]:
             checked_device("env_device", dev, owner)
         devices = per_worker(device, n, "device", owner)  # TorchRL: one device, or one per worker
@@ -175,7 +181,8 @@ class MultiWorkerCollector(CollectorDriver):
                           split_trajs=split_trajs, storing_device=storing, replay_buffer=replay_buffer,
                           extend_buffer=extend_buffer, cat_results=cat_results,
                           update_at_each_batch=update_at_each_batch, pre_collect_hook=pre_collect_hook,
-                          post_collect_hook=post_collect_hook, track_policy_version=track_policy_version)
+                          post_collect_hook=post_collect_hook, track_policy_version=track_policy_version,
+                          preemptive_threshold=preemptive_threshold)
         self._trajs = trajs
         self.weight_updater = self._updater(weight_updater, owner)
         self._start_transport()
@@ -209,13 +216,15 @@ class MultiWorkerCollector(CollectorDriver):
         start: its ``Collector`` arguments, its random first batches, its block of trajectory
         ids and the plugin options set so far."""
         return {"idx": idx, "kwargs": self._worker_kwargs[idx], "random_batches": self._random_batches,
-                "traj_id_offset": self._traj_id_offset(), "plugin_options": self._worker_plugin_options(idx)}
+                "traj_id_offset": self._traj_id_offset(), "plugin_options": self._worker_plugin_options(idx),
+                "interruptor": self.interruptor}
 
 
-def build_worker(idx: int, kwargs: dict, random_batches: int = 0, **options) -> CollectorWorker:
+def build_worker(idx: int, kwargs: dict, random_batches: int = 0, interruptor=None, **options) -> CollectorWorker:
     """A ``MultiWorkerCollector``'s worker ``idx``, built where it runs (its process or thread):
-    a reap ``Collector(**kwargs)`` whose first ``random_batches`` batches take random actions;
-    ``options`` go to :meth:`CollectorWorker.build`.
+    a reap ``Collector(**kwargs)`` whose first ``random_batches`` batches take random actions and
+    whose rollouts end early once ``interruptor`` (the driver's, for ``preemptive_threshold``)
+    says stop; ``options`` go to :meth:`CollectorWorker.build`.
 
     Examples:
         >>> from reap import GymEnv
@@ -225,6 +234,8 @@ def build_worker(idx: int, kwargs: dict, random_batches: int = 0, **options) -> 
         4
         >>> worker.close()
     """
+    if interruptor is not None:
+        kwargs = {**kwargs, "interruptor": interruptor}
     worker = CollectorWorker.build(idx, Collector, kwargs, **options)
     worker.collector.init_random_frames = random_batches * worker.collector.frames_per_batch
     return worker

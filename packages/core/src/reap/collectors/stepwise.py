@@ -170,8 +170,9 @@ class StepwiseRollout:
         return self._template.clone()
 
     # ---- rollout ---------------------------------------------------------------------------
-    def rollout(self, random: bool = False) -> list[TensorDictBase]:
-        """``steps`` steps from the carrier; the carrier ends at the root of the next step."""
+    def rollout(self, random: bool = False, interruptor=None) -> list[TensorDictBase]:
+        """``steps`` steps from the carrier (fewer once ``interruptor`` says stop); the carrier
+        ends at the root of the next step."""
         env, nb = self.env, self.env.batch_dims
         done_keys = env.done_keys
         out = []
@@ -190,14 +191,22 @@ class StepwiseRollout:
                 if ended is not None and ended.any():
                     root.set(TRAJ_KEY, ids.masked_scatter(ended, self._new_ids(int(ended.sum()))))
             td = root
+            if interruptor is not None and interruptor.collection_stopped():
+                break
         self.carrier = td
         return out
 
     def batch(self, steps: list[TensorDictBase], dest: TensorDictBase | None = None) -> TensorDictBase:
-        """``steps`` stacked along the time dim into ``dest`` (default: a new batch)."""
+        """``steps`` stacked along the time dim into ``dest`` (default: a new batch); after an
+        interrupted rollout the steps not collected get traj id -1."""
         dest = self.empty_batch() if dest is None else dest
         data = LazyStackedTensorDict.maybe_dense_stack(steps, self.env.batch_dims)
-        dest.update_(data.select(*dest.keys(True, True), strict=False))
+        target = dest
+        if len(steps) < self.steps:
+            if self.track_traj_ids:
+                dest.get(TRAJ_KEY).fill_(-1)
+            target = dest[..., : len(steps)]  # a view: writes reach dest
+        target.update_(data.select(*dest.keys(True, True), strict=False))
         return dest
 
 
