@@ -71,3 +71,14 @@ def test_async_collection_refuses_a_threshold():
                                          r"Use MultiSyncCollector"):
         MultiAsyncCollector([env_fn(), env_fn()], None, frames_per_batch=8, preemptive_threshold=0.5,
                             mp_start_method=FAST)
+
+
+def test_a_replay_buffer_gets_only_the_steps_collected():
+    from reap.data import LazyTensorStorage, TensorDictReplayBuffer
+
+    rb = TensorDictReplayBuffer(storage=LazyTensorStorage(1000))
+    with MultiSyncCollector(ENVS, None, frames_per_batch=4 * STEPS, total_frames=4 * STEPS, preemptive_threshold=0.5,
+                            cat_results="stack", replay_buffer=rb, mp_start_method=FAST) as c:
+        assert next(iter(c)) is None
+        assert len(rb) == c.frames < 4 * STEPS
+    assert (rb[:]["collector", "traj_ids"] != -1).all()

@@ -53,7 +53,7 @@ from reap.collectors.arguments import (
 )
 from reap.collectors.base import BaseCollector, checked_hook, options_for_worker, paired_calls
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines, WorkerWeights
-from reap.collectors.interruptor import Interruptor, collected_steps, mark_collected
+from reap.collectors.interruptor import MASK_KEY, Interruptor, collected_steps, mark_collected
 from reap.collectors.lifetime import track, untrack
 from reap.collectors.trajectories import (
     extend_by_steps,
@@ -654,7 +654,10 @@ class CollectorDriver(BaseCollector):
                 # a stacked batch takes it whole); extend_buffer=False: their steps as they came
                 stacked = self._sync and self.cat_results == "stack" and not self.split_trajs and self.postproc is None
                 whole = getattr(getattr(self.replay_buffer, "storage", None), "ndim", 1) >= batch.batch_dims
-                for part in (batch.unbind(0) if stacked and not (whole and self.extend_buffer) else [batch]):
+                parts = batch.unbind(0) if stacked and not (whole and self.extend_buffer) else [batch]
+                if stacked and self.interruptor is not None:  # preempted: only the steps collected
+                    parts = [p.exclude(MASK_KEY)[..., collected_steps(p)] for p in batch.unbind(0)]
+                for part in parts:
                     if self.extend_buffer:
                         self.replay_buffer.extend(part)
                     else:
