@@ -567,3 +567,19 @@ def test_an_interruptor_ends_the_rollout_and_marks_the_steps_not_collected(make_
 def test_an_interruptor_must_have_collection_stopped():
     with pytest.raises(TypeError, match=r"Collector: interruptor must have a collection_stopped\(\) method"):
         Collector(GymEnv("CartPole-v1"), None, frames_per_batch=4, interruptor=object())
+
+
+@pytest.mark.parametrize("batch", [None, 2])
+def test_an_action_without_the_specs_trailing_one_reaches_the_env(batch):
+    """TorchRL's envs take ``torch.ones(td.shape)`` for an action spec of shape ``(*batch, 1)``:
+    reap lays the action out as the spec's, and the env (whose reward echoes it) sees each one."""
+    from reap_testing import EchoEnv
+
+    def policy(td):
+        return td.set("action", torch.full(td.shape, 3.0))
+
+    with Collector(EchoEnv(batch), policy, frames_per_batch=8, total_frames=16, init_random_frames=8) as c:
+        random, chosen = list(c)
+    for b in (random, chosen):
+        assert b["action"].shape[-1] == 1 and torch.equal(b["next", "reward"], b["action"])
+    assert (chosen["action"] == 3.0).all() and not (random["action"] == 3.0).any()

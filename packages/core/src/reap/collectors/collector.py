@@ -342,6 +342,11 @@ class Collector(BaseCollector):
             buf = torch.zeros((steps + 1, *value.shape), dtype=value.dtype)
             self._root_torch[key] = buf
             root[key] = targets[key] = buf.numpy()
+        action_shape = tuple(outputs[env.action_key].shape)
+        if action_shape != tuple(env.action_spec.shape):  # e.g. () for a spec of shape (1,): a view laid out as it
+            view = root[env.action_key].view()
+            view.shape = (steps + 1, *action_shape)  # raises rather than copy: the env must see each write
+            targets[env.action_key] = view
         self._runner.bind(targets, self._root_torch, [env.action_key, *self._policy_keys])
         batch = env.batch_size
         self._carry = [(root[k], nxt[k]) for k in env.state_keys]

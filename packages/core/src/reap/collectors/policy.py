@@ -207,7 +207,8 @@ class PolicyRunner:
 
     def random_action(self, t: int) -> None:
         """Write a random action at ``t`` (used for ``init_random_frames``)."""
-        self._action[t] = self.env.action_spec.rand(generator=self.generator).numpy()
+        # reshaped: the action array may be laid out as the policy's action (see check_action)
+        self._action[t] = self.env.action_spec.rand(generator=self.generator).numpy().reshape(self._action.shape[1:])
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
@@ -218,10 +219,29 @@ def _has_hooks(module: torch.nn.Module) -> bool:
     return any(len(h) for h in (*global_hooks, *own))
 
 
+def _strip_ones(shape) -> tuple:
+    shape = tuple(shape)
+    while shape and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
+
+
 def check_action(action: torch.Tensor, env: EnvBase) -> None:
-    """Fail with a clear message when a policy's action does not fit the env's action spec."""
+    """Fail with a clear message when a policy's action does not fit the env's action spec.
+
+    An action that lacks (or adds) trailing dims of size 1 fits, as TorchRL's envs take it: a
+    policy writing ``torch.ones(batch)`` for an action spec of shape ``(*batch, 1)``.
+
+    Examples:
+        >>> from reap import GymEnv
+        >>> check_action(torch.zeros(()), GymEnv("Pendulum-v1"))  # the spec's shape is (1,)
+        >>> check_action(torch.zeros(2), GymEnv("Pendulum-v1"))
+        Traceback (most recent call last):
+        ...
+        ValueError: policy: the action has shape (2,) but the env's action_spec expects (1,) (batch ()); make the policy output one action per env
+    """
     spec = env.action_spec
-    if tuple(action.shape) != tuple(spec.shape):
+    if tuple(action.shape) != tuple(spec.shape) and _strip_ones(action.shape) != _strip_ones(spec.shape):
         raise ValueError(
             f"policy: the action has shape {tuple(action.shape)} but the env's action_spec expects "
             f"{tuple(spec.shape)} (batch {tuple(env.batch_size)}); make the policy output one "
