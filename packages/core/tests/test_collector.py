@@ -75,7 +75,8 @@ def test_transitions_match_a_raw_gymnasium_replay():
         c.set_seed(7)
         (b,) = list(c)
     ref = gym.make("CartPole-v1")
-    obs, _ = ref.reset(seed=7)
+    ref.reset(seed=7)  # set_seed resets with the seed (TorchRL's); the collector's reset follows
+    obs, _ = ref.reset()
     for t in range(300):
         np.testing.assert_array_equal(b["observation"][t].numpy(), obs)
         nobs, reward, term, trunc, _ = ref.step(int(b["action"][t]))

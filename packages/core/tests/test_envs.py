@@ -38,7 +38,8 @@ def test_single_env_matches_gymnasium_step_for_step():
     env.set_seed(3)
     td = env.reset()
     ref = gym.make("CartPole-v1")
-    obs, _ = ref.reset(seed=3)
+    ref.reset(seed=3)  # TorchRL's set_seed resets with the seed: the next reset is the episode after
+    obs, _ = ref.reset()
     np.testing.assert_array_equal(td["observation"].numpy(), obs)
     for action in [0, 1, 1, 0, 1]:
         td["action"] = torch.nn.functional.one_hot(torch.tensor(action), 2)
@@ -243,3 +244,35 @@ def test_env_creator_meta_data_as_torchrl():
         assert meta.tensordict[key].dtype == theirs.tensordict[key].dtype, key
     assert repr(meta.specs["input_spec", "full_action_spec"]) == repr(
         theirs.specs["input_spec", "full_action_spec"]).replace("torchrl", "reap")
+
+
+def test_set_seed_chains_the_sub_envs_seeds_as_torchrl():
+    """TorchRL's seed chain: each env returns ``seed_generator(seed)`` for the next; a SerialEnv
+    seeds its sub-envs along it and returns the last one's next seed."""
+    from reap import SerialEnv
+    from reap._utils import seed_generator
+
+    assert GymEnv("CartPole-v1").set_seed(100) == seed_generator(100) == 3286701209  # torchrl._utils' value
+    assert GymEnv("CartPole-v1").set_seed(100, static_seed=True) == 100
+    env = SerialEnv(2, lambda: GymEnv("CartPole-v1"))
+    assert env.set_seed(100) == seed_generator(seed_generator(100))
+    first = env.reset()["observation"]
+    for i, seed in enumerate([100, seed_generator(100)]):
+        ref = gym.make("CartPole-v1")
+        ref.reset(seed=seed)
+        np.testing.assert_array_equal(first[i].numpy(), ref.reset()[0])
+
+
+def test_seeded_resets_equal_torchrls():
+    pytest.importorskip("torchrl")
+    from torchrl.envs import GymEnv as TorchRLGymEnv
+    from torchrl.envs import SerialEnv as TorchRLSerialEnv
+
+    from reap import SerialEnv
+
+    for ours, theirs in [(GymEnv("CartPole-v1"), TorchRLGymEnv("CartPole-v1")),
+                         (GymEnv("CartPole-v1", num_envs=3), TorchRLGymEnv("CartPole-v1", num_envs=3)),
+                         (SerialEnv(2, lambda: GymEnv("CartPole-v1")),
+                          TorchRLSerialEnv(2, lambda: TorchRLGymEnv("CartPole-v1")))]:
+        assert ours.set_seed(7) == theirs.set_seed(7)
+        assert torch.equal(ours.reset()["observation"], theirs.reset()["observation"])

@@ -190,10 +190,11 @@ def test_rollout_wraps_a_policy_on_tensors_as_torchrl():
     torch.manual_seed(0)
     policy = torch.nn.Sequential(torch.nn.Linear(4, 2), _ArgMax())
     ours = GymEnv("CartPole-v1", categorical_action_encoding=True)
-    ours.set_seed(3)
+    ours.set_seed(3)  # both reset with the seed now: the rollouts start from the next episode
     theirs = TorchRLGymEnv("CartPole-v1", categorical_action_encoding=True)
+    theirs.set_seed(3)
     a = ours.rollout(20, policy, break_when_any_done=False)
-    b = theirs.rollout(20, policy, auto_reset=False, tensordict=theirs.reset(seed=3), break_when_any_done=False)
+    b = theirs.rollout(20, policy, break_when_any_done=False)
     assert_same_td(a, b)
     with pytest.raises(TypeError, match="torch.nn.linear"):  # trusted, the module gets the TensorDict itself
         ours.rollout(2, policy, trust_policy=True)

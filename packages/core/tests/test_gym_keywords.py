@@ -58,8 +58,8 @@ def rollouts(env_id, kwargs, steps=30):
     ours, theirs = GymEnv(env_id, **kwargs), torchrl_envs.GymEnv(env_id, **kwargs)
     torch.manual_seed(0)
     actions = [theirs.action_spec.rand() for _ in range(steps)]
-    ours.set_seed(3)
-    a = ours.rollout(steps, actions=actions, break_when_any_done=False)
+    a = ours.rollout(steps, actions=actions, auto_reset=False, tensordict=ours.reset(seed=3),
+                     break_when_any_done=False)
     b = theirs.rollout(steps, actions=actions, auto_reset=False, tensordict=theirs.reset(seed=3),
                        break_when_any_done=False)
     return ours, theirs, a, b
@@ -114,10 +114,11 @@ def test_one_hot_actions_reach_a_vector_env_as_indices_in_one_buffer():
 
 def test_frame_skip_repeats_the_action_until_done_and_sums_rewards():
     env = GymEnv("CartPole-v1", frame_skip=4, categorical_action_encoding=True)
-    env.set_seed(1)
+    env.set_seed(1)  # resets with the seed (TorchRL's): the rollout's reset is the next episode
     td = env.rollout(10, actions=[torch.tensor(1)] * 10)  # stops at the first done
     ref = gym.make("CartPole-v1")
     ref.reset(seed=1)
+    ref.reset()
     rewards, done = [], False
     while not done:
         total = 0.0

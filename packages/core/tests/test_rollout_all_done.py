@@ -147,8 +147,7 @@ CARTPOLE_LAST = [[0.21530795097351074, 1.9964252710342407, -0.2521454989910126, 
 def seeded_cartpole(seed):
     def make():
         env = GymEnv("CartPole-v1", categorical_action_encoding=True)
-        env.set_seed(seed)
-        env.reset()  # TorchRL's set_seed resets: the rollout starts from the second reset
+        env.set_seed(seed)  # resets with the seed (TorchRL's): the rollout starts from the second reset
         return env
     return make
 
@@ -160,7 +159,6 @@ def cartpole_serial():
 def cartpole_vector():  # gymnasium cannot step some envs of a vector env: reap resets the others
     env = GymEnv("CartPole-v1", num_envs=3, categorical_action_encoding=True)
     env.set_seed(0)
-    env.reset()
     return env
 
 

@@ -273,15 +273,11 @@ class ParallelEnv(EnvBase):
                 root[key][t][i] = source[key][0]
 
     def set_seed(self, seed=None, static_seed=False):
-        """Seed the sub-envs one after the other (like ``SerialEnv``); returns the next seed."""
-        first = seed
+        """Seed the sub-envs one after the other, as ``SerialEnv`` does; returns the next seed."""
         for i in range(self.num_workers):
             self._send(i, ("seed", seed, static_seed))
-            out = self._gather([i])[0][1]
-            seed = out if seed is not None else None
-        if first is None:
-            return None
-        return first if static_seed else first + self.numel
+            seed = self._gather([i])[0][1]
+        return seed
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         """Stop the workers; safe to call twice (also at interpreter exit and on collection), so

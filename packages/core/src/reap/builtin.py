@@ -24,7 +24,8 @@ _SPEC_CLASSES = (
 _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")
 _ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
 _HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
-          **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs"}
+          **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs",
+          "seed_generator": "reap.envs.seeding"}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
@@ -52,7 +53,7 @@ MODULES = {
     "reap.data.postprocs": ("DensifyReward", "MultiStep"),
     "reap.envs.libs.gym": ("GymEnv",),
     "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),
-    "reap._utils": ("compile_with_warmup",),
+    "reap._utils": ("compile_with_warmup", "seed_generator"),
     "reap.modules": ("RandomPolicy",),
     "reap.modules.tensordict_module": ("RandomPolicy",),
 }

@@ -115,8 +115,7 @@ TORCHRL_ONLY = {
         "cuda_memory_profile", "cuda_memory_stats", "get_available_device", "get_binary_env_var",
         "get_ray_default_runtime_env", "get_trace", "merge_ray_runtime_env", "print_directory_tree",
         "prod", "reset_cuda_peak_stats", "rl_warnings", "safe_is_current_stream_capturing",
-        "seed_generator", "set_auto_unwrap_transformed_env", "set_profiling_enabled", "strtobool",
-        "timeit"
+        "set_auto_unwrap_transformed_env", "set_profiling_enabled", "strtobool", "timeit"
     ),
     "reap.collectors": (
         "AsyncBatchedCollector", "Evaluator", "RemoteModuleWeightUpdater"

@@ -55,6 +55,7 @@ from tensordict.utils import is_non_tensor
 
 from reap.envs.done import any_done, complete_done, replace_last, update_during_reset
 from reap.envs.env_specs import FLAG_KEYS, EnvSpecs
+from reap.envs.seeding import seed_generator
 from reap.specs import Composite, TensorSpec, Unbounded
 from reap.specs.base import _ordinal
 
@@ -243,6 +244,11 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def _set_seed(self, seed: int | None) -> None:
         torch.manual_seed(seed if seed is not None else torch.seed())
 
+    def _seed_reset(self, seed: int | None) -> None:
+        """``reset(seed=seed)`` of an array-API env: seed the reset that follows (by default
+        ``set_seed(seed)``; a gymnasium env passes the seed to that reset, as TorchRL's)."""
+        self.set_seed(seed)
+
     def _step_proc_data(self, out: TensorDictBase) -> TensorDictBase:
         """An env's step output with its rewards in the spec's shape and every done flag."""
         lead = out.batch_size[: out.batch_dims - self.batch_dims] if self.batch_dims else out.batch_size
@@ -293,7 +299,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         With ``tensordict``, TorchRL's rule: it is updated in place with the reset envs' data
         (all of them without ``_reset`` entries) and returned. ``select_reset_only=True`` hands
         ``_reset`` only the ``_reset`` entries; other keywords go to a TorchRL-style ``_reset``
-        (an env of the array API takes ``seed=``: ``set_seed(seed)`` first).
+        (an env of the array API takes ``seed=``: :meth:`_seed_reset` before the reset).
         """
         if tensordict is not None:
             self._assert_tensordict_shape(tensordict)
@@ -306,7 +312,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             if set(kwargs) - {"seed"}:
                 raise TypeError(f"{type(self).__name__}.reset got unexpected keyword arguments "
                                 f"{sorted(set(kwargs) - {'seed'})}")
-            self.set_seed(kwargs.pop("seed"))
+            self._seed_reset(kwargs.pop("seed"))
         if self._torchrl_style:
             given = tensordict.select(*self.reset_keys, strict=False) if (
                 select_reset_only and tensordict is not None) else tensordict
@@ -714,11 +720,12 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         return TransformedEnv(self).insert_transform(index, transform)
 
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
-        """Seed the env; returns the seed the next env (or the next call) should use."""
+        """Seed the env; returns the seed the next env (or the next call) should use: TorchRL's
+        next seed (:func:`~reap.envs.seeding.seed_generator`), or ``seed`` with ``static_seed``."""
         self._set_seed(seed)
         if seed is None:
             return None
-        return seed if static_seed else seed + max(1, self.numel)
+        return seed if static_seed else seed_generator(seed)
 
     def state_dict(self) -> dict:
         """Tensors that define the env's behaviour beyond its code (its persistent buffers)."""

@@ -176,7 +176,6 @@ class GymEnv(EnvBase):
         self._one_hot_action = isinstance(self.action_spec, OneHot)
         self._action_index = np.zeros(batch, dtype=np.intp)
         self._rows = np.arange(batch[0]) if batch else None
-        self._seed: int | None = None
 
     @staticmethod
     def _make(env_name, num_envs, from_pixels, pixels_only, frame_skip, kwargs):
@@ -256,7 +255,7 @@ class GymEnv(EnvBase):
             row[mask] = value[mask]
 
     def _reset_into(self, root, t, mask):
-        seed, self._seed = self._seed, None
+        seed, self._reset_seed = self._reset_seed, None  # reset(seed=...)'s
         if not self._vector:
             obs, _ = self._env.reset(seed=seed)
             self._write_obs(root, t, obs)
@@ -295,9 +294,18 @@ class GymEnv(EnvBase):
             reward = reward + more
         return obs, reward, terminated, truncated
 
-    def _set_seed(self, seed):
-        self._seed = seed
+    _reset_seed: int | None = None
+
+    def _seed_reset(self, seed):
+        self._reset_seed = seed
         if seed is not None:
+            self._env.action_space.seed(seed)
+
+    def _set_seed(self, seed):
+        # TorchRL's: the env is reset with the seed now, so the next reset() starts the episode after
+        # (the same seed gives the same observations on both)
+        if seed is not None:
+            self._env.reset(seed=seed)
             self._env.action_space.seed(seed)
 
     def close(self, *, raise_if_closed: bool = True) -> None:

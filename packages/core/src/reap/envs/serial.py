@@ -149,15 +149,14 @@ class SerialEnv(EnvBase):
                 env._partial_step_into(sub_action, t, sub_root, sub_next, mask[i])
 
     def _set_seed(self, seed):
-        for env in self.envs:
-            seed = env.set_seed(seed)
+        self.set_seed(seed)
 
     def set_seed(self, seed=None, static_seed=False):
-        first = seed
-        self._set_seed(seed)
-        if seed is None:
-            return None
-        return first if static_seed else first + self.numel
+        """Seed the sub-envs one after the other, each with the seed the one before returned (all
+        with ``seed`` when ``static_seed``, as TorchRL's); returns the last one's next seed."""
+        for env in self.envs:
+            seed = env.set_seed(seed, static_seed=static_seed)
+        return seed
 
     def close(self, *, raise_if_closed: bool = True) -> None:
         for env in self.envs:
