@@ -159,3 +159,13 @@ def test_a_sync_batch_reaches_the_buffer_worker_by_worker(extend_buffer):
     assert lengths == [32, 64]
     ids = rb[:]["collector", "traj_ids"]
     assert ids[:16].unique().numel() < ids[:32].unique().numel()  # worker 0's 16 frames, then worker 1's
+
+
+@pytest.mark.parametrize("cls", [MultiSyncCollector, MultiAsyncCollector])
+def test_compact_obs_reaches_the_workers(cls):
+    """The workers' batches (and the shared-memory slots they fill) leave ("next", obs) out."""
+    with cls([env_fn(), env_fn()], None, frames_per_batch=8, total_frames=8, compact_obs=True,
+             mp_start_method=FAST) as c:
+        batch = next(iter(c))
+    assert ("next", "observation") not in batch.keys(True) and "observation" in batch.keys()
+    assert ("next", "reward") in batch.keys(True) and ("next", "done") in batch.keys(True)

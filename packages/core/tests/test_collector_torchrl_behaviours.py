@@ -583,3 +583,29 @@ def test_an_action_without_the_specs_trailing_one_reaches_the_env(batch):
     for b in (random, chosen):
         assert b["action"].shape[-1] == 1 and torch.equal(b["next", "reward"], b["action"])
     assert (chosen["action"] == 3.0).all() and not (random["action"] == 3.0).any()
+
+
+@pytest.mark.parametrize("make_env, obs", [
+    (lambda: TransformedEnv(GymEnv("Pendulum-v1"), __import__("reap").InitTracker()), "observation"),
+    (lambda: __import__("reap_testing").AgentsEnv(limit=1000), ("agents", "obs")),  # the TensorDict path
+])
+def test_compact_obs_leaves_the_next_observations_out(make_env, obs):
+    """TorchRL's compact_obs: ("next", obs) and ("next", state) leave the batch (each is the next
+    step's root); rewards and done flags stay; what is left equals a full batch's."""
+    env = make_env()
+    assert ("next", *((obs,) if isinstance(obs, str) else obs)) in env._compact_next_keys()
+    with Collector(make_env(), None, frames_per_batch=8, total_frames=8, compact_obs=True) as c:
+        c.set_seed(0)
+        compact = next(iter(c))
+    with Collector(make_env(), None, frames_per_batch=8, total_frames=8) as c:
+        c.set_seed(0)
+        full = next(iter(c))
+    dropped = set(full.keys(True, True)) - set(compact.keys(True, True))
+    assert dropped == set(make_env()._compact_next_keys())
+    assert ("next", "done") in compact.keys(True, True)
+    for key in compact.keys(True, True):
+        assert torch.equal(compact[key], full[key]), key
+    time_dim = full.batch_dims - 1
+    steps = full.batch_size[time_dim]
+    assert torch.equal(compact[obs].narrow(time_dim, 1, steps - 1),  # no done in these 8 frames
+                       full["next", obs].narrow(time_dim, 0, steps - 1))

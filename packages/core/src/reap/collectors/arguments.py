@@ -58,6 +58,7 @@ _DEFAULT_ONLY_FIX = {
     "traj_format": "reap's Collector, MultiSyncCollector and MultiAsyncCollector take it, with trajs_per_batch",
     "preemptive_threshold": "MultiSyncCollector (worker processes, or reap-threads' threads) takes it",
     "interruptor": "reap's Collector and the multi-process collectors take it",
+    "compact_obs": "reap's Collector, MultiSyncCollector and MultiAsyncCollector take it",
     "weight_sync_schemes": "a local collector runs the trainer's policy itself; weight_sync_schemes is for the "
                            "collectors with workers (num_collectors=..., backend=...)",
 }

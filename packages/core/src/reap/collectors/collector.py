@@ -141,7 +141,8 @@ class Collector(BaseCollector):
     TorchRL's) chooses sync or async collection, and ``backend_options`` are more keyword
     arguments for the backend's collector. ``trajs_per_batch=N`` yields batches of ``N``
     complete trajectories instead (``traj_format``, ``trajs_per_write``: see
-    :mod:`reap.collectors.traj_batches`). An ``interruptor`` (:class:`~reap.collectors.Interruptor`,
+    :mod:`reap.collectors.traj_batches`). ``compact_obs=True`` leaves the ``("next", ...)``
+    observations and states out of batches (each is the next step's root: TorchRL's). An ``interruptor`` (:class:`~reap.collectors.Interruptor`,
     or TorchRL's) is polled after each step: once stopped, the rollout ends and the steps not
     collected get ``("collector", "traj_ids") == -1``.
 
@@ -210,6 +211,7 @@ class Collector(BaseCollector):
         traj_format: str | None = None,
         auto_register_policy_transforms: bool | None = None,
         interruptor=None,
+        compact_obs: bool = False,
         **torchrl_kwargs,
     ):
         check_torchrl_kwargs(torchrl_kwargs, "Collector")
@@ -278,6 +280,7 @@ class Collector(BaseCollector):
         self.extend_buffer = extend_buffer
         self.track_traj_ids = track_traj_ids
         self.interruptor = checked_interruptor(interruptor, "Collector")
+        self.compact_obs = bool(compact_obs)
         self._traj_counter = traj_id_counter or TrajIdCounter()
         self._generator = torch.Generator()
         self._generator.seed()
@@ -298,7 +301,8 @@ class Collector(BaseCollector):
             self._runner = None
             self._stepwise = StepwiseRollout(
                 self.env, self.policy, steps=self._steps, traj_counter=self._traj_counter,
-                generator=self._generator, policy_device=self.policy_device, track_traj_ids=track_traj_ids)
+                generator=self._generator, policy_device=self.policy_device, track_traj_ids=track_traj_ids,
+                compact_obs=self.compact_obs)
         if weight_updater is None:
             weight_updater = VanillaWeightUpdater()
         elif isinstance(weight_updater, type) or (
@@ -359,9 +363,11 @@ class Collector(BaseCollector):
         self._cur_traj = np.zeros(batch, dtype=np.int64)
         self._new_trajectories(None)
         nb = len(batch)
+        dropped = set(env._compact_next_keys()) if self.compact_obs else set()
         self._all_out_sources = [
             (k, v[:steps].movedim(0, nb)) for k, v in self._root_torch.items() if not is_hidden(k)
-        ] + [(("next", k), v.movedim(0, nb)) for k, v in self._next_torch.items() if not is_hidden(k)]
+        ] + [(("next", k), v.movedim(0, nb)) for k, v in self._next_torch.items()
+             if not is_hidden(k) and ("next", k) not in dropped]
         if self.track_traj_ids:
             self._all_out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
         self._out_sources = [(k, v) for k, v in self._all_out_sources if not is_private_key(k)]

@@ -127,6 +127,7 @@ class MultiWorkerCollector(CollectorDriver):
         traj_format: str | None = None,
         auto_register_policy_transforms: bool | None = None,
         preemptive_threshold: float | None = None,
+        compact_obs: bool = False,
         **options,
     ):
         owner = type(self).__name__
@@ -170,7 +171,7 @@ class MultiWorkerCollector(CollectorDriver):
             "max_frames_per_traj": max_frames_per_traj, "reset_at_each_iter": reset_at_each_iter,
             "exploration_type": exploration_type, "track_traj_ids": track_traj_ids,
             "policy_device": policy_devices[i], "set_truncated": set_truncated,
-            "auto_register_policy_transforms": auto_register_policy_transforms,
+            "auto_register_policy_transforms": auto_register_policy_transforms, "compact_obs": compact_obs,
         } for i in range(n)]
         self._init_driver(n, sync=self._sync, frames_per_batch=sum(requested) if self._sync else requested[0],
                           total_frames=checked_total_frames(total_frames, owner),

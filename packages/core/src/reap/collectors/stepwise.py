@@ -90,12 +90,13 @@ class StepwiseRollout:
     """
 
     def __init__(self, env: EnvBase, policy, *, steps: int, traj_counter, generator=None,
-                 policy_device=None, track_traj_ids: bool = True):
+                 policy_device=None, track_traj_ids: bool = True, compact_obs: bool = False):
         self.env = env
         self.steps = steps
         self.generator = generator
         self.policy_device = policy_device
         self.track_traj_ids = track_traj_ids
+        self.compact_obs = compact_obs
         self._traj_counter = traj_counter
         if hasattr(policy, "set_action_spec_from_env"):  # RandomPolicy() takes the env's, as in TorchRL
             policy.set_action_spec_from_env(env)
@@ -161,6 +162,8 @@ class StepwiseRollout:
             step.get("next").update(probe.get("next").exclude(*step.get("next").keys(True, True)))
         if self.exclude_private_keys:
             step = step.exclude(*(k for k in step.keys(True) if is_private_key(k)))
+        if self.compact_obs:
+            step = step.exclude(*env._compact_next_keys())
         step = step.clone().zero_()
         if self.track_traj_ids:
             step.set(TRAJ_KEY, torch.zeros(env.batch_size, dtype=torch.int64))

@@ -411,6 +411,22 @@ class EnvSpecs:
     def observation_keys(self) -> list:
         return self._keys_of("observation", self.full_observation_spec)
 
+    @property
+    def _observation_keys_step_mdp(self) -> list:
+        """TorchRL's name: the observation leaves ``step_mdp`` carries to the next root."""
+        return list(self.full_observation_spec.keys(True, True))
+
+    @property
+    def _state_keys_step_mdp(self) -> list:
+        """TorchRL's name: the state leaves ``step_mdp`` carries to the next root."""
+        return list(self.full_state_spec.keys(True, True))
+
+    def _compact_next_keys(self) -> list:
+        """``("next", key)`` of each observation and state leaf: what ``compact_obs=True`` drops
+        from batches (each is the next step's root)."""
+        leaves = [*self._observation_keys_step_mdp, *self._state_keys_step_mdp]
+        return [("next", *k) if isinstance(k, tuple) else ("next", k) for k in leaves]
+
     # ---- one env of the batch ------------------------------------------------------------------
     def _make_single_env_spec(self, spec):
         return spec[(0,) * self.batch_dims] if self.batch_dims else spec
