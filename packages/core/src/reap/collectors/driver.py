@@ -681,7 +681,8 @@ class CollectorDriver(BaseCollector):
         """Seed every worker: worker ``i`` gets :func:`~reap.collectors.worker.worker_seed`
         ``(seed, i)``, distinct across workers and reproducible (``seed`` itself with
         ``static_seed=True``). Prefetched rollouts are dropped. Returns ``seed + 1`` (``seed``
-        when static), the seed of a next run, as TorchRL's."""
+        when static), a seed for another collector (TorchRL's chains its workers' seeds and
+        returns the last one's next seed)."""
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"set_seed: seed must be an int, got {seed!r}")
         self._check_open()
