@@ -332,8 +332,10 @@ def test_a_module_returning_a_tuple_writes_output1_and_so_on():
 
 
 def test_a_module_whose_arguments_are_not_the_envs_is_refused():
-    with pytest.raises(TypeError, match=r"_NeedsMore.forward requires \['observation', 'other_stuff'\], but the "
-                                        r"env's observations are \['observation'\]; name its arguments"):
+    with pytest.raises(TypeError, match=r"^policy: Arguments to policy.forward are incompatible with entries in the "
+                                        r"env's observations \(TorchRL's words\): _NeedsMore.forward requires "
+                                        r"\['observation', 'other_stuff'\], the observations are \['observation'\]; "
+                                        r"name its arguments"):
         Collector(GymEnv("Pendulum-v1"), _NeedsMore(), frames_per_batch=4)
 
 

@@ -106,8 +106,9 @@ class PolicyRunner:
             return required
         if len(required) > 1:
             raise TypeError(
-                f"policy: {type(policy).__name__}.forward requires {required}, but the env's observations "
-                f"are {obs_keys}; name its arguments after them or wrap it in a TensorDictModule with in_keys")
+                f"policy: Arguments to policy.forward are incompatible with entries in the env's observations "
+                f"(TorchRL's words): {type(policy).__name__}.forward requires {required}, the observations are "
+                f"{obs_keys}; name its arguments after them or wrap it in a TensorDictModule with in_keys")
         if len(obs_keys) == 1:
             return obs_keys
         if len(params) == 1 and "observation" in obs_keys:
