@@ -27,7 +27,7 @@ def test_only_the_chosen_workers_write_traces_and_all_report_timings(cls, tmp_pa
             c.enable_profile(workers=[2])
         for _ in c:
             time.sleep(0.02)
-        with pytest.raises(RuntimeError, match="iteration has already started"):
+        with pytest.raises(RuntimeError, match="Cannot enable profiling after iteration has started"):
             c.enable_profile()
         live = c.timings()
         pids = c.worker_pids

@@ -122,7 +122,7 @@ def test_turning_profiling_off_puts_back_the_users_own_wrappers(tmp_path):
 def test_enable_profile_after_iteration_started_is_an_error(tmp_path):
     with collector() as c:
         next(iter(c))
-        with pytest.raises(RuntimeError, match="iteration has already started; call enable_profile before"):
+        with pytest.raises(RuntimeError, match="Cannot enable profiling after iteration has started; call enable_profile before"):
             c.enable_profile(save_path=tmp_path / "t.json")
     with pytest.raises(RuntimeError, match="was shut down"):
         c.enable_profile()
@@ -143,11 +143,12 @@ def test_cuda_without_cuda_records_the_cpu_and_warns_once(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
-    ({"num_rollouts": 2, "warmup_rollouts": 2}, ValueError, "num_rollouts=2 must exceed warmup_rollouts=2"),
+    ({"num_rollouts": 2, "warmup_rollouts": 2}, ValueError, "num_rollouts=2 must be greater than warmup_rollouts=2"),
+    ({"warmup_rollouts": -1}, ValueError, r"warmup_rollouts must be >= 0 \(an int\), got -1"),
     ({"workers": [1]}, ValueError, r"workers=\[1\] but the collector has 1 worker"),
     ({"workers": 0}, ValueError, "workers must be a list of worker indices"),
     ({"activities": ["gpu"]}, ValueError, "activities must hold 'cpu' and/or 'cuda'"),
-    ({"timing_sample_every": 0}, ValueError, "timing_sample_every must be an int >= 1"),
+    ({"timing_sample_every": 0}, ValueError, r"timing_sample_every must be >= 1 \(an int\)"),
     ({"on_trace_ready": "trace.json"}, TypeError, "on_trace_ready must be callable"),
     ({"num_rollout": 3}, TypeError, "unexpected keyword argument 'num_rollout'; the options are the fields"),
 ])

@@ -72,7 +72,7 @@ def enable_profile(collector, config: ProfileConfig | None = None, **kwargs) -> 
         >>> collector.enable_profile(num_rollouts=1, warmup_rollouts=1)
         Traceback (most recent call last):
         ...
-        ValueError: ProfileConfig: num_rollouts=1 must exceed warmup_rollouts=1 (it counts the warm-up rollouts too); e.g. num_rollouts=2, warmup_rollouts=1 records one rollout
+        ValueError: ProfileConfig: num_rollouts=1 must be greater than warmup_rollouts=1 (it counts the warm-up rollouts too); e.g. num_rollouts=2, warmup_rollouts=1 records one rollout
         >>> collector.shutdown()
     """
     owner = f"{type(collector).__name__}.enable_profile"
@@ -91,7 +91,7 @@ def enable_profile(collector, config: ProfileConfig | None = None, **kwargs) -> 
         raise RuntimeError(f"{owner}: the collector was shut down; enable profiling on a new one")
     if collector in STARTED or getattr(collector, "frames", 0):
         raise RuntimeError(
-            f"{owner}: iteration has already started; call enable_profile before the first batch "
+            f"{owner}: Cannot enable profiling after iteration has started; call enable_profile before the first batch "
             "(profiling must reach the workers before they collect)"
         )
     if not runs_rollouts(collector) and not forwards_options(collector):

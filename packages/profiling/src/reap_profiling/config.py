@@ -45,7 +45,7 @@ def _activity_name(value) -> str:
 
 def _check_int(name: str, value, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"ProfileConfig: {name} must be an int >= {minimum}, got {value!r}")
+        raise ValueError(f"ProfileConfig: {name} must be >= {minimum} (an int), got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +81,7 @@ class ProfileConfig:
         >>> ProfileConfig(num_rollouts=1, warmup_rollouts=1)
         Traceback (most recent call last):
         ...
-        ValueError: ProfileConfig: num_rollouts=1 must exceed warmup_rollouts=1 (it counts the warm-up rollouts too); e.g. num_rollouts=2, warmup_rollouts=1 records one rollout
+        ValueError: ProfileConfig: num_rollouts=1 must be greater than warmup_rollouts=1 (it counts the warm-up rollouts too); e.g. num_rollouts=2, warmup_rollouts=1 records one rollout
     """
 
     workers: Sequence[int] | None = None
@@ -109,7 +109,7 @@ class ProfileConfig:
         _check_int("warmup_rollouts", self.warmup_rollouts, 0)
         if self.num_rollouts <= self.warmup_rollouts:
             raise ValueError(
-                f"ProfileConfig: num_rollouts={self.num_rollouts} must exceed warmup_rollouts="
+                f"ProfileConfig: num_rollouts={self.num_rollouts} must be greater than warmup_rollouts="
                 f"{self.warmup_rollouts} (it counts the warm-up rollouts too); e.g. num_rollouts="
                 f"{self.warmup_rollouts + 1}, warmup_rollouts={self.warmup_rollouts} records one rollout"
             )
