@@ -27,7 +27,7 @@ GOOD = {"frames_per_batch": 8}
         ({"weight_sync_schemes": {"critic": "pipe"}}, "weight_sync_schemes has models"),
         ({"env_device": "cuda"}, "env_device='cuda'"),
         ({"num_workers": 3}, "num_workers=3 but create_env_fn has 2"),
-        ({"preemptive_threshold": 0.5}, "preemptive_threshold=0.5 is not supported"),
+        ({"preemptive_threshold": 1.5}, "preemptive_threshold must be between 0.0 and 1.0"),
         ({"bogus_option": 1}, "unexpected keyword argument 'bogus_option'"),
     ],
 )

@@ -169,3 +169,23 @@ def test_compact_obs_reaches_the_workers(cls):
         batch = next(iter(c))
     assert ("next", "observation") not in batch.keys(True) and "observation" in batch.keys()
     assert ("next", "reward") in batch.keys(True) and ("next", "done") in batch.keys(True)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(MultiSyncCollector, {"cat_results": "stack"}), (MultiAsyncCollector, {})])
+def test_non_tensor_entries_come_back_from_the_workers(cls, kwargs):
+    """A worker's strings do not fit its shared-memory slot: they come by pipe, beside it."""
+    from reap_testing.labels import labelled_env
+
+    with cls([labelled_env, labelled_env], None, frames_per_batch=60, total_frames=120, mp_start_method=FAST,
+             **kwargs) as c:
+        batches = list(c)
+    rows = [row for b in batches for row in (b.unbind(0) if b.batch_dims == 2 else [b])]
+    assert len(rows) >= 2
+    for row in rows:
+        labels, nexts = list(row["label"]), list(row["next", "label"])
+        assert len(labels) == row.batch_size[-1] and all(isinstance(x, str) for x in labels + nexts)
+        for t in range(1, len(labels)):
+            if labels[t] == "reset":
+                assert nexts[t] == "step 1"
+            else:
+                assert labels[t] == nexts[t - 1]

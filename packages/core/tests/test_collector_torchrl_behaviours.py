@@ -5,7 +5,7 @@ import warnings
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import NonTensorStack, TensorDict
 from tensordict.nn import TensorDictModule, TensorDictSequential
 
 from reap import (
@@ -18,6 +18,7 @@ from reap import (
     Unbounded,
     VanillaWeightUpdater,
 )
+from reap._utils import seed_generator
 from reap.collectors.base import NoLengthError
 
 
@@ -404,7 +405,7 @@ def test_get_distant_attr_and_map_fn():
         assert c.get_distant_attr("worker_idx") == 5
         assert c.get_distant_attr("env.batch_size") == torch.Size([])
         assert c.map_fn("get_distant_attr", [("worker_idx",), ("frames_per_batch",)]) == [5, 4]
-        assert c.map_fn("set_seed", list_of_kwargs=[{"seed": 3}]) == [4]
+        assert c.map_fn("set_seed", list_of_kwargs=[{"seed": 3}]) == [seed_generator(3)]  # the env's next seed
         with pytest.raises(ValueError, match="list_of_args and list_of_kwargs must have the same length, got 1 and 2"):
             c.map_fn("get_distant_attr", [("worker_idx",)], [{}, {}])
         with pytest.raises(TypeError, match="map_fn: 'frames_per_batch' is not a method"):
@@ -611,3 +612,26 @@ def test_compact_obs_leaves_the_next_observations_out(make_env, obs):
     steps = full.batch_size[time_dim]
     assert torch.equal(compact[obs].narrow(time_dim, 1, steps - 1),  # no done in these 8 frames
                        full["next", obs].narrow(time_dim, 0, steps - 1))
+
+
+def _labels_follow_the_steps(batch):
+    """TorchRL's check: each step's label is the step count, "reset" after a reset, and the root's
+    is the "next" label of the step before."""
+    labels, nexts = list(batch["label"]), list(batch["next", "label"])
+    for t in range(1, len(labels)):
+        if labels[t] == "reset":
+            assert nexts[t] == "step 1"
+        else:
+            assert labels[t] == nexts[t - 1] and int(labels[t].split()[1]) + 1 == int(nexts[t].split()[1])
+
+
+def test_a_non_tensor_entry_is_collected_one_tensordict_per_step():
+    from reap_testing.labels import labelled_env
+
+    with Collector(labelled_env(), None, frames_per_batch=50, total_frames=100) as c:
+        assert c.path == "tensordict" and c.path_reason == "non-tensor entry 'label'"
+        batches = list(c)
+    for batch in batches:
+        assert isinstance(batch.get("label"), NonTensorStack) and len(list(batch["label"])) == 50
+        _labels_follow_the_steps(batch)
+    assert "reset" in list(batches[0]["label"]) + list(batches[1]["label"])  # CartPole ended within 100

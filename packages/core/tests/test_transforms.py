@@ -117,9 +117,8 @@ TORCHRL_PENDULUM_STATS = {
 
 
 def seeded_like_torchrl(env):
-    """TorchRL's ``env.set_seed(0)`` resets the base env with the seed, outside the transforms."""
-    env.base_env.set_seed(0)
-    env.base_env.reset()
+    """``env.set_seed(0)``: the base env is reset with the seed, outside the transforms (TorchRL's)."""
+    env.set_seed(0)
     return env
 
 

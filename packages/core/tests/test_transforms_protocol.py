@@ -74,15 +74,13 @@ REAP_USER = user_transforms(Transform, Unbounded)
 
 def reap_rollout(transform, actions=ACTIONS):
     env = TransformedEnv(reap.GymEnv("Pendulum-v1"), transform)
-    env.base_env.set_seed(0)
-    env.base_env.reset()  # TorchRL's set_seed resets the base env with the seed
+    env.set_seed(0)  # resets the base env with the seed, as TorchRL's
     return env.rollout(len(actions), actions=actions, break_when_any_done=False)
 
 
 def raw_rollout(actions=ACTIONS):
     env = reap.GymEnv("Pendulum-v1")
     env.set_seed(0)
-    env.reset()
     return env.rollout(len(actions), actions=actions, break_when_any_done=False)
 
 
@@ -268,7 +266,6 @@ def test_shipped_transforms_run_on_the_arrays_and_subclasses_that_override_a_hoo
     assert not runs_on_arrays(Shifted(0.0, 2.0)) and runs_on_arrays(Renamed())
     env = TransformedEnv(reap.GymEnv("Pendulum-v1"), Shifted(0.0, 2.0))
     raw = raw_rollout()
-    env.base_env.set_seed(0)
-    env.base_env.reset()
+    env.set_seed(0)  # resets the base env with the seed, as TorchRL's
     rewards = env.rollout(len(ACTIONS), actions=ACTIONS)["next", "reward"]
     torch.testing.assert_close(rewards, raw["next", "reward"] * 2 + 1, rtol=0, atol=0)

@@ -173,8 +173,7 @@ def rollout_both(make_reap, make_torchrl, env_id):
         warnings.simplefilter("ignore")
         ours = reap.TransformedEnv(reap.GymEnv(env_id, **env_kwargs), make_reap())
         theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **env_kwargs), make_torchrl())
-        ours.base_env.set_seed(0)
-        ours.base_env.reset()  # TorchRL's set_seed resets the base env with the seed; reap's seeds the next reset
+        ours.set_seed(0)  # resets the base env with the seed, as TorchRL's
         theirs.set_seed(0)
         torch.manual_seed(1)  # NoopResetEnv draws from torch's generator
         a = ours.rollout(len(actions), actions=actions, break_when_any_done=False)
@@ -324,8 +323,7 @@ def test_vec_norm_matches_torchrl_step_by_step(case):
     ours_norm = reap.VecNorm(**kwargs)
     ours = reap.TransformedEnv(reap.GymEnv(env_id, **env_kwargs, **batch), ours_norm)
     theirs = torchrl_envs.TransformedEnv(torchrl_envs.GymEnv(env_id, **env_kwargs, **batch), theirs_norm)
-    ours.base_env.set_seed(0)
-    ours.base_env.reset()  # TorchRL's set_seed resets the base env, outside the transforms
+    ours.set_seed(0)  # resets the base env with the seed, as TorchRL's
     theirs.set_seed(0)
     a = ours.rollout(len(actions), actions=actions, break_when_any_done=False)
     b = theirs.rollout(len(actions), actions=actions, break_when_any_done=False)

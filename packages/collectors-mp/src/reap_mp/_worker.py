@@ -6,7 +6,9 @@ Protocol (tuples over the worker's pipe):
   the worker writes into (allocated once), ``info`` its ``CollectorWorker.ready_info()`` (its
   batch size, its policy's weight layout, its shared-memory weights).
 * parent -> worker: ``("collect", slot)``: run one rollout into ``slots[slot]``; the worker
-  answers ``("batch", slot, policy_version)``. Two may be queued (async double buffering).
+  answers ``("batch", slot, policy_version, extras)``: ``extras`` are the batch's non-tensor
+  entries (strings, objects: shared memory holds tensors only), None when it has none. Two may
+  be queued (async double buffering).
 * ``("weights", arrays, version)`` (pipe scheme): loaded before the next rollout; no answer.
 * ``("call", method, args)``: ``CollectorWorker.<method>(*args)`` (``set_seed``, ``reset``,
   ``state_dict``, ``load_state_dict``, ``set_plugin_options``, ``plugin_report``, ``settle``),
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from reap.collectors.stepwise import non_tensor_keys
 from reap_mp._procs import worker_session
 
 
@@ -39,7 +42,9 @@ def collector_worker(idx, conn, payload, receiver, interruptor=None):
         # messages below), written in place by the parent
         worker = build_worker(receiver=receiver, interruptor=interruptor, **spec)
         closers.append(worker.close)
-        slots = [worker.new_slot().share_memory_() for _ in range(slot_count)]
+        template = worker.new_slot()
+        extra_keys = non_tensor_keys(template)
+        slots = [template.exclude(*extra_keys).share_memory_() for _ in range(slot_count)]
         hook().reap_collector_start(collector=worker.collector, worker_idx=idx)
         conn.send(("ready", slots, worker.ready_info()))
         while True:
@@ -47,8 +52,11 @@ def collector_worker(idx, conn, payload, receiver, interruptor=None):
             message = conn.recv()
             command = message[0]
             if command == "collect":
-                worker.collect_into(slots[message[1]])
-                conn.send(("batch", message[1], worker.version))
+                slot = slots[message[1]]
+                # non-tensor entries are set on a shallow copy (the shared slot holds tensors only)
+                batch = worker.collect_into(slot.copy() if extra_keys else slot)
+                extras = {key: batch.get(key) for key in extra_keys} if extra_keys else None
+                conn.send(("batch", message[1], worker.version, extras))
             elif command == "weights":
                 hook().reap_worker_phase(collector=worker.collector, worker_idx=idx, phase="weight_sync")
                 receiver.apply(message)

@@ -69,6 +69,7 @@ class _MultiCollector(MultiWorkerCollector):
         n = self.num_workers
         self._handles: list[WorkerHandle | None] = [None] * n
         self._slots: list[list] = [[] for _ in range(n)]
+        self._extras: list[dict] = [{} for _ in range(n)]  # per slot, a batch's non-tensor entries
         self._answer: list[int | None] = [None] * n  # the slot the request in flight is answered with
         self._ahead_slot: list[int | None] = [None] * n  # the slot of the rollout queued ahead
         self._arrived: list[set[int]] = [set() for _ in range(n)]  # slots filled before their request
@@ -124,9 +125,10 @@ class _MultiCollector(MultiWorkerCollector):
             self._answer[idx] = None
             self._done.append((idx, slot))
 
-    def _on_batch(self, idx: int, slot: int) -> None:
-        """A ``("batch", slot, ...)`` reply: the answer to worker ``idx``'s request, or a
-        prefetched rollout's, kept until its request comes."""
+    def _on_batch(self, idx: int, slot: int, extras: dict | None = None) -> None:
+        """A ``("batch", slot, version, extras)`` reply: the answer to worker ``idx``'s request,
+        or a prefetched rollout's, kept until its request comes."""
+        self._extras[idx][slot] = extras
         if self._answer[idx] == slot:
             self._answer[idx] = None
             self._done.append((idx, slot))
@@ -141,7 +143,7 @@ class _MultiCollector(MultiWorkerCollector):
         for handle in wait_any(watched, timeout):
             reply = handle.recv(timeout=self.worker_timeout)
             if reply[0] == "batch":
-                self._on_batch(handle.idx, reply[1])
+                self._on_batch(handle.idx, reply[1], reply[3])
 
     def _receive(self, timeout: float):
         self._read(0.0)  # first every reply already in: answers go out in the order they came
@@ -150,7 +152,12 @@ class _MultiCollector(MultiWorkerCollector):
         if not self._done:
             return None
         idx, slot = self._done.popleft()
-        return idx, self._slots[idx][slot]
+        batch, extras = self._slots[idx][slot], self._extras[idx].get(slot)
+        if extras:  # non-tensor entries came by pipe: beside the slot's tensors, read in place
+            batch = batch.copy()
+            for key, value in extras.items():
+                batch.set(key, value)
+        return idx, batch
 
     def _call(self, idx: int, method: str, args: tuple):
         handle = self._handles[idx]
@@ -159,7 +166,7 @@ class _MultiCollector(MultiWorkerCollector):
             reply = handle.recv()  # bounded by worker_timeout
             if reply[0] == "ok":
                 break
-            self._on_batch(idx, reply[1])  # a prefetched rollout's, which ran before the call
+            self._on_batch(idx, reply[1], reply[3])  # a prefetched rollout's, which ran before the call
         if method in _DROPS_AHEAD or (method == "settle" and args and args[0]):
             self._ahead_slot[idx] = None
             self._arrived[idx].clear()

@@ -131,11 +131,11 @@ TORCHRL_ONLY = {
         "DEVICE_TYPING", "Flat2TED", "FlatStorageCheckpointer", "H5Combine", "H5Split",
         "H5StorageCheckpointer", "HERReplayBuffer", "HashToInt", "HindsightStrategy", "History",
         "ImmutableDatasetWriter", "LazyStackStorage", "ListStorageCheckpointer", "MCTSForest",
-        "Nested2TED", "NestedStorageCheckpointer", "NonTensor", "OfflineToOnlineReplayBuffer",
-        "PairwiseDataset", "PromptData", "PromptGroupSampler", "PromptTensorDictTokenizer",
-        "QueryModule", "RandomProjectionHash", "ReplayBufferEnsemble", "RewardData",
-        "RobotDatasetMetadata", "RolloutFromModel", "SampleUnit", "SamplerEnsemble", "Sequence",
-        "SipHash", "StalenessAwareSampler", "StorageCheckpointerBase", "StorageEnsemble",
+        "Nested2TED", "NestedStorageCheckpointer", "OfflineToOnlineReplayBuffer", "PairwiseDataset",
+        "PromptData", "PromptGroupSampler", "PromptTensorDictTokenizer", "QueryModule",
+        "RandomProjectionHash", "ReplayBufferEnsemble", "RewardData", "RobotDatasetMetadata",
+        "RolloutFromModel", "SampleUnit", "SamplerEnsemble", "Sequence", "SipHash",
+        "StalenessAwareSampler", "StorageCheckpointerBase", "StorageEnsemble",
         "StorageEnsembleCheckpointer", "StoreStorage", "StreamingSliceSampler", "TED2Flat",
         "TED2Nested", "TensorDictMap", "TensorDictTokenizer", "TensorMap",
         "TensorStorageCheckpointer", "TokenizedDatasetLoader", "TopKRewardSelector", "Trajectory",
@@ -176,7 +176,7 @@ TORCHRL_ONLY = {
         "ImmutableDatasetWriter", "WriterEnsemble"
     ),
     "reap.data.tensor_specs": (
-        "Choice", "NonTensor", "invertible_dict"
+        "Choice", "invertible_dict"
     ),
     "reap.envs": (
         "ActionChunkTransform", "ActionDiscretizer", "ActionMask", "ActionScaling",

@@ -3,7 +3,8 @@
 ``Collector`` drives an env through preallocated arrays (:mod:`reap.collectors.collector`) when
 its entries are TorchRL's plain layout: top-level observations, one top-level action, top-level
 rewards and done flags. An env with several action keys (multi-agent groups such as
-``("agents", "action")``), nested entries or heterogeneous (lazy-stacked) groups is driven here
+``("agents", "action")``), nested entries, heterogeneous (lazy-stacked) groups or non-tensor
+entries (``NonTensor`` specs: strings, objects) is driven here
 instead, as TorchRL's ``Collector`` drives every env: one TensorDict per step, the policy called
 on it, ``env.step_and_maybe_reset``, the steps stacked into the batch. This is slower (tens of
 microseconds of TensorDict work per step) and the collector says which path it took
@@ -26,11 +27,12 @@ Examples:
 from __future__ import annotations
 
 import torch
-from tensordict import LazyStackedTensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDictBase
+from tensordict.utils import is_non_tensor
 
 from reap.collectors.base import is_private_key
 from reap.envs.base import EnvBase, _tensordict_policy, is_hidden
-from reap.specs import Composite
+from reap.specs import Composite, NonTensor
 from reap.specs.stacked import Stacked, StackedComposite
 
 TRAJ_KEY = ("collector", "traj_ids")
@@ -58,6 +60,8 @@ def stepwise_reason(env: EnvBase) -> str | None:
         for key, sub in spec.items(True):
             if isinstance(sub, (Stacked, StackedComposite)):
                 return f"heterogeneous (lazy-stacked) entry {key!r}"
+            if isinstance(sub, NonTensor):
+                return f"non-tensor entry {key!r}"
     done = [k for k in env.done_keys if isinstance(k, tuple)]
     if done or "done" not in env.done_keys:
         return f"done flags {list(env.done_keys)} not all at the top level"
@@ -66,6 +70,11 @@ def stepwise_reason(env: EnvBase) -> str | None:
         if nested:
             return f"nested entry {nested[0]!r}"
     return None
+
+
+def non_tensor_keys(td: TensorDictBase) -> list:
+    """The keys of ``td``'s non-tensor entries (``NonTensorData``/``NonTensorStack``)."""
+    return [key for key in td.keys(True) if is_non_tensor(td.get(key))]
 
 
 def _end_of_traj(next_td: TensorDictBase, done_keys, batch_dims: int) -> torch.Tensor:
@@ -105,6 +114,7 @@ class StepwiseRollout:
         self.reset()
         self.exclude_private_keys = True  # TorchRL's default (Collector._exclude_private_keys)
         self._template = self._make_template()
+        self._non_tensor_keys = non_tensor_keys(self._template)
 
     # ---- carrier ---------------------------------------------------------------------------
     def _new_ids(self, count: int) -> torch.Tensor:
@@ -210,7 +220,14 @@ class StepwiseRollout:
                 dest.get(TRAJ_KEY).fill_(-1)
             target = dest[..., : len(steps)]  # a view: writes reach dest
         target.update_(data.select(*dest.keys(True, True), strict=False))
+        for key in self._non_tensor_keys:  # not written in place: replaced
+            if target is dest:
+                dest.set(key, data.get(key))
+            else:  # an interrupted rollout: the steps not collected hold None
+                dest.set(key, LazyStackedTensorDict.maybe_dense_stack(
+                    [*data.get(key).unbind(-1), *[NonTensorData(None, batch_size=data.batch_size[:-1])] *
+                     (self.steps - len(steps))], -1))
         return dest
 
 
-__all__ = ["StepwiseRollout", "stepwise_reason"]
+__all__ = ["StepwiseRollout", "non_tensor_keys", "stepwise_reason"]

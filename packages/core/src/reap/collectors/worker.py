@@ -92,8 +92,8 @@ class CollectorWorker:
     Examples:
         >>> from reap import Collector, GymEnv
         >>> worker = CollectorWorker(0, Collector(GymEnv("CartPole-v1"), None, frames_per_batch=3))
-        >>> worker.set_seed(5, static_seed=False)  # torch.manual_seed(5), then the collector's set_seed
-        6
+        >>> worker.set_seed(5, static_seed=True)  # torch.manual_seed(5), then the collector's set_seed
+        5
         >>> slot = worker.new_slot()  # the mp path: one preallocated batch, filled in place
         >>> worker.collect_into(slot) is slot, worker.version, worker.batches_since_update
         (True, 0, 1)

@@ -1,8 +1,8 @@
 """Tensor specs: shape, dtype and domain of what an environment reads and writes (TorchRL's).
 
 The classes, constructors and methods are TorchRL 0.14's (``Unbounded``, ``Bounded``,
-``Categorical``, ``OneHot``, ``Binary``, ``MultiOneHot``, ``MultiCategorical``, ``Composite`` with
-nested keys, and the lazy ``Stacked``/``StackedComposite``), as are their values: the same seed
+``Categorical``, ``OneHot``, ``Binary``, ``MultiOneHot``, ``MultiCategorical``, ``NonTensor``,
+``Composite`` with nested keys, and the lazy ``Stacked``/``StackedComposite``), as are their values: the same seed
 draws the same ``rand()``. Shapes include the environment's batch dimensions.
 
 Examples:
@@ -42,11 +42,13 @@ from reap.specs.continuous import (
     UnboundedDiscrete,
 )
 from reap.specs.discrete import Binary, Categorical, MultiCategorical, MultiOneHot, OneHot
+from reap.specs.non_tensor import NonTensor
 from reap.specs.stacked import Stacked, StackedComposite
 
 __all__ = [
     "Binary", "BinaryBox", "Bounded", "BoundedContinuous", "BoundedDiscrete", "Box", "BoxList", "Categorical",
-    "CategoricalBox", "Composite", "ContinuousBox", "DiscreteBox", "MultiCategorical", "MultiOneHot", "OneHot",
+    "CategoricalBox", "Composite", "ContinuousBox", "DiscreteBox", "MultiCategorical", "MultiOneHot", "NonTensor",
+    "OneHot",
     "Stacked", "StackedComposite", "TensorSpec", "Unbounded", "UnboundedContinuous", "UnboundedDiscrete",
     "implements_for_spec",
 ]

@@ -39,6 +39,7 @@ from reap.envs.transforms.compose import Compose, as_transform
 from reap.envs.transforms.layout import Layout
 from reap.envs.transforms.torchrl_hooks import TensorDictHooks
 from reap.envs.transforms.transform import Transform, runs_on_arrays
+from reap.specs.non_tensor import NonTensor
 from reap.specs.stacked import Stacked, StackedComposite
 
 
@@ -152,6 +153,8 @@ class TransformedEnv(EnvBase):
         try:
             for transform in leaves_of(self.transform):
                 self._add_stage(transform)
+            if not self._torchrl_style and _has_non_tensor(self):  # a transform writes a string, say
+                self.__dict__["_on_tensordicts"] = True
         except Exception:
             self._layout, self._hooks = previous
             if previous[0] is not None:
@@ -386,13 +389,19 @@ class TransformedEnv(EnvBase):
 
 
 def _needs_tensordicts(env: EnvBase) -> bool:
-    """Whether ``env`` has done flags in nested groups or a heterogeneous (lazy-stacked) entry."""
+    """Whether ``env`` has done flags in nested groups, a heterogeneous (lazy-stacked) entry or a
+    non-tensor one."""
     if any(isinstance(key, tuple) for key in env.reset_keys):
         return True
     for spec in (env.output_spec, env.input_spec):
         if any(isinstance(sub, (Stacked, StackedComposite)) for _, sub in spec.items(True)):
             return True
-    return False
+    return _has_non_tensor(env)
+
+
+def _has_non_tensor(env: EnvBase) -> bool:
+    return any(isinstance(sub, NonTensor) for spec in (env.output_spec, env.input_spec)
+               for _, sub in spec.items(True, True))
 
 
 def _nodes(transform: Transform):

@@ -1,0 +1,93 @@
+"""``NonTensor``: an entry that is not a tensor (a string, an object), TorchRL's spec for it.
+
+Its values are tensordict's ``NonTensorData`` (one object for the spec's whole shape) or, once
+stacked, ``NonTensorStack``. ``rand()`` and ``zero()`` give ``example_data``; any non-tensor
+value of the spec's shape is in it. Envs with such entries are collected one TensorDict per
+step (``collector.path == "tensordict"``): the array path holds tensors only.
+
+Examples:
+    >>> from reap.specs import Composite, NonTensor
+    >>> spec = Composite(text=NonTensor(shape=(), example_data="hello"))
+    >>> spec.zero()["text"]
+    'hello'
+    >>> spec["text"].expand(3).rand().batch_size
+    torch.Size([3])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tensordict import NonTensorData
+from tensordict.utils import is_non_tensor
+
+from reap.specs.base import TensorSpec, _size, _torchrl_data
+
+
+class NonTensor(TensorSpec):
+    """A non-tensor entry of shape ``shape`` (default ``(1,)``, as TorchRL's); ``dtype`` is None
+    unless given, ``example_data`` is what ``rand``/``zero``/``one`` return."""
+
+    def __init__(self, shape=(1,), device=None, dtype=None, example_data: Any = None,
+                 batched: bool | None = None, feature_dims: int | None = None, **kwargs):
+        if kwargs:
+            raise TypeError(f"NonTensor got unexpected keyword arguments {sorted(kwargs)}")
+        super().__init__(_size(shape), None, device, dtype, "")
+        self.dtype = dtype  # None stays None (not a tensor)
+        self.example_data = example_data
+        self.batched = batched
+        self.feature_dims = feature_dims
+
+    def _new(self, shape, *, device=None, dtype=None):
+        return NonTensor(shape=shape, device=device or self.device, dtype=dtype or self.dtype,
+                         example_data=self.example_data, batched=self.batched, feature_dims=self.feature_dims)
+
+    def _value(self, shape=None) -> NonTensorData:
+        return NonTensorData(data=self.example_data, batch_size=(*_size(shape or ()), *self.shape),
+                             device=self.device)
+
+    def rand(self, shape=None, *, generator=None) -> NonTensorData:
+        return self._value(shape)
+
+    def zero(self, shape=None) -> NonTensorData:
+        return self._value(shape)
+
+    def one(self, shape=None) -> NonTensorData:
+        return self._value(shape)
+
+    def is_in(self, val) -> bool:
+        """A non-tensor value (or a plain object) whose shape ends with the spec's."""
+        if not is_non_tensor(val):
+            return not hasattr(val, "shape")  # a plain Python object
+        shape = tuple(val.batch_size)
+        return shape[len(shape) - len(self.shape):] == tuple(self.shape) if self.shape else True
+
+    def _project(self, val):
+        return val
+
+    def encode(self, val, *, ignore_device: bool = False):
+        return val if is_non_tensor(val) else NonTensorData(data=val, batch_size=self.shape)
+
+    def to_numpy(self, val, safe: bool | None = None):
+        return val.tolist() if is_non_tensor(val) else val
+
+    def cardinality(self) -> int:
+        raise RuntimeError("Cannot enumerate a NonTensor spec.")
+
+    def enumerate(self, use_mask: bool = False):
+        raise RuntimeError("Cannot enumerate a NonTensor spec.")
+
+    def _eq(self, other) -> bool:
+        return (isinstance(other, NonTensor) and (self.shape, self.device, self.dtype) ==
+                (other.shape, other.device, other.dtype) and self.example_data == other.example_data)
+
+    def __repr__(self) -> str:
+        return (f"NonTensor(\n    shape={self.shape},\n    device={self.device},\n    dtype={self.dtype},\n"
+                f"    example_data={self.example_data})")
+
+    def to_torchrl(self):
+        return _torchrl_data().NonTensor(shape=self.shape, device=self.device, dtype=self.dtype,
+                                         example_data=self.example_data)
+
+
+__all__ = ["NonTensor"]
