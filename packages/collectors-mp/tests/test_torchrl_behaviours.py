@@ -189,3 +189,15 @@ def test_non_tensor_entries_come_back_from_the_workers(cls, kwargs):
                 assert nexts[t] == "step 1"
             else:
                 assert labels[t] == nexts[t - 1]
+
+
+def test_an_async_workers_two_slots_do_not_share_memory():
+    """The prefetched rollout fills the other slot: a batch is never overwritten by the next."""
+    with MultiAsyncCollector([env_fn(episode_len=1000)], None, frames_per_batch=4, total_frames=40,
+                             mp_start_method=FAST) as c:
+        c.set_seed(1)
+        batches = list(c)
+    keys = [tuple(b["observation"][:, 1].tolist()) for b in batches]  # the env's seeded random column
+    assert len(batches) == 10 and len(set(keys)) == 10
+    steps = torch.cat([b["observation"][:, 0] for b in batches])  # steps into the one long episode
+    assert torch.equal(steps, torch.arange(steps.numel(), dtype=steps.dtype))

@@ -126,7 +126,6 @@ def test_torchrl_arguments_reap_takes(kwargs):
     ({"compile_policy": True}, NotImplementedError,
      r"C: compile_policy=True is not supported by reap; leave it at None \(compile the policy yourself"),
     ({"reset_when_done": False}, NotImplementedError, "C: reset_when_done=False is not supported by reap; leave it at True"),
-    ({"compact_obs": True}, NotImplementedError, r"C: compact_obs=True is not supported by reap; leave it at False"),
     ({"weight_sync_schemes": {"policy": "shared_mem"}}, NotImplementedError,
      r"weight_sync_schemes=.* leave it at None \(a local collector runs the trainer's policy itself"),
     ({"bogus": 1}, TypeError, "C: unexpected keyword argument 'bogus'"),
@@ -164,3 +163,13 @@ def test_the_collectors_devices_are_attributes_as_torchrls():
                           env_device="cpu", device="cpu")
     assert [str(d) for d in (collector.env_device, collector.policy_device, collector.storing_device)] == ["cpu"] * 3
     collector.shutdown()
+
+
+def test_compact_obs_is_refused_only_where_it_is_not_built():
+    """The Ray and RPC collectors pass TorchRL's arguments through check_torchrl_kwargs: refused
+    there with where to find it; Collector takes it."""
+    with pytest.raises(NotImplementedError, match=r"C: compact_obs=True is not supported by reap; leave it at False "
+                                                  r"\(reap's Collector, MultiSyncCollector and MultiAsyncCollector"):
+        check_torchrl_kwargs({"compact_obs": True}, "C")
+    with Collector(make_env, None, frames_per_batch=4, compact_obs=True) as c:
+        assert c.compact_obs and ("next", "observation") not in c.empty_batch().keys(True)

@@ -42,9 +42,9 @@ def collector_worker(idx, conn, payload, receiver, interruptor=None):
         # messages below), written in place by the parent
         worker = build_worker(receiver=receiver, interruptor=interruptor, **spec)
         closers.append(worker.close)
-        template = worker.new_slot()
-        extra_keys = non_tensor_keys(template)
-        slots = [template.exclude(*extra_keys).share_memory_() for _ in range(slot_count)]
+        extra_keys = non_tensor_keys(worker.new_slot())
+        # a new batch per slot (exclude() keeps the tensors it is given: slots must not share them)
+        slots = [worker.new_slot().exclude(*extra_keys).share_memory_() for _ in range(slot_count)]
         hook().reap_collector_start(collector=worker.collector, worker_idx=idx)
         conn.send(("ready", slots, worker.ready_info()))
         while True:
