@@ -201,3 +201,20 @@ def test_an_async_workers_two_slots_do_not_share_memory():
     assert len(batches) == 10 and len(set(keys)) == 10
     steps = torch.cat([b["observation"][:, 0] for b in batches])  # steps into the one long episode
     assert torch.equal(steps, torch.arange(steps.numel(), dtype=steps.dtype))
+
+
+@pytest.mark.parametrize("cls, kwargs", [(MultiSyncCollector, {"cat_results": "stack"}), (MultiAsyncCollector, {})])
+def test_variable_shape_batches_come_whole_from_the_workers(cls, kwargs):
+    """No shared-memory slot fits entries whose shape changes: each batch comes by pipe."""
+    from tensordict import LazyStackedTensorDict
+
+    from reap_testing import GrowingEnv
+
+    with cls([GrowingEnv, GrowingEnv], None, frames_per_batch=20, total_frames=40, mp_start_method=FAST,
+             **kwargs) as c:
+        batches = list(c)
+    for batch in batches:
+        assert isinstance(batch, LazyStackedTensorDict) and batch.names[-1] == "time"
+        rows = batch.unbind(0) if batch.batch_dims == 2 else [batch]
+        for row in rows:
+            assert [row[t]["observation"].shape[0] for t in range(5)] == [1, 2, 3, 4, 5]

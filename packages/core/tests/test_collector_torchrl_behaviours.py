@@ -635,3 +635,24 @@ def test_a_non_tensor_entry_is_collected_one_tensordict_per_step():
         assert isinstance(batch.get("label"), NonTensorStack) and len(list(batch["label"])) == 50
         _labels_follow_the_steps(batch)
     assert "reset" in list(batches[0]["label"]) + list(batches[1]["label"])  # CartPole ended within 100
+
+
+def test_variable_shape_entries_give_lazy_stacked_batches():
+    """TorchRL's: an env whose spec has a -1 dim is collected into a lazy stack of its steps;
+    there is no fixed layout to preallocate (return_same_td says so)."""
+    from tensordict import LazyStackedTensorDict
+
+    from reap_testing import GrowingEnv
+
+    with Collector(GrowingEnv(), None, frames_per_batch=12, total_frames=24) as c:
+        assert c.path == "tensordict" and c.path_reason == "variable-shape entry 'observation' (a -1 dim in its spec)"
+        assert not c.fixed_layout
+        batches = list(c)
+    for batch in batches:
+        assert isinstance(batch, LazyStackedTensorDict) and batch.batch_size == (12,) and batch.names[-1] == "time"
+    rows = [batches[0][t]["observation"].shape[0] for t in range(12)]
+    assert rows == [1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2]
+    assert batches[0]["collector", "traj_ids"].tolist() == [0] * 5 + [1] * 5 + [2] * 2
+    assert torch.equal(batches[0][4]["next", "observation"], torch.full((6, 2), 5.0))
+    with pytest.raises(ValueError, match=r"variable-shape entries \['observation'\]: its batches have no fixed layout"):
+        Collector(GrowingEnv(), None, frames_per_batch=4, return_same_td=True).next()

@@ -7,8 +7,9 @@ Protocol (tuples over the worker's pipe):
   batch size, its policy's weight layout, its shared-memory weights).
 * parent -> worker: ``("collect", slot)``: run one rollout into ``slots[slot]``; the worker
   answers ``("batch", slot, policy_version, extras)``: ``extras`` are the batch's non-tensor
-  entries (strings, objects: shared memory holds tensors only), None when it has none. Two may
-  be queued (async double buffering).
+  entries (strings, objects: shared memory holds tensors only), None when it has none, or the
+  whole batch where the env's entries change shape (no slot then). Two may be queued (async
+  double buffering).
 * ``("weights", arrays, version)`` (pipe scheme): loaded before the next rollout; no answer.
 * ``("call", method, args)``: ``CollectorWorker.<method>(*args)`` (``set_seed``, ``reset``,
   ``state_dict``, ``load_state_dict``, ``set_plugin_options``, ``plugin_report``, ``settle``),
@@ -42,9 +43,12 @@ def collector_worker(idx, conn, payload, receiver, interruptor=None):
         # messages below), written in place by the parent
         worker = build_worker(receiver=receiver, interruptor=interruptor, **spec)
         closers.append(worker.close)
-        extra_keys = non_tensor_keys(worker.new_slot())
-        # a new batch per slot (exclude() keeps the tensors it is given: slots must not share them)
-        slots = [worker.new_slot().exclude(*extra_keys).share_memory_() for _ in range(slot_count)]
+        if worker.collector.fixed_layout:
+            extra_keys = non_tensor_keys(worker.new_slot())
+            # a new batch per slot (exclude() keeps the tensors it is given: slots must not share them)
+            slots = [worker.new_slot().exclude(*extra_keys).share_memory_() for _ in range(slot_count)]
+        else:  # entries of variable shape: no slot to preallocate, each batch goes whole by pipe
+            extra_keys, slots = [], [None] * slot_count
         hook().reap_collector_start(collector=worker.collector, worker_idx=idx)
         conn.send(("ready", slots, worker.ready_info()))
         while True:
@@ -53,9 +57,11 @@ def collector_worker(idx, conn, payload, receiver, interruptor=None):
             command = message[0]
             if command == "collect":
                 slot = slots[message[1]]
-                # non-tensor entries are set on a shallow copy (the shared slot holds tensors only)
-                batch = worker.collect_into(slot.copy() if extra_keys else slot)
-                extras = {key: batch.get(key) for key in extra_keys} if extra_keys else None
+                if slot is None:
+                    extras = worker.collect()
+                else:  # non-tensor entries are set on a shallow copy (the shared slot holds tensors only)
+                    batch = worker.collect_into(slot.copy() if extra_keys else slot)
+                    extras = {key: batch.get(key) for key in extra_keys} if extra_keys else None
                 conn.send(("batch", message[1], worker.version, extras))
             elif command == "weights":
                 hook().reap_worker_phase(collector=worker.collector, worker_idx=idx, phase="weight_sync")

@@ -153,6 +153,8 @@ class _MultiCollector(MultiWorkerCollector):
             return None
         idx, slot = self._done.popleft()
         batch, extras = self._slots[idx][slot], self._extras[idx].get(slot)
+        if batch is None:  # variable shapes: the whole batch came by pipe
+            return idx, extras
         if extras:  # non-tensor entries came by pipe: beside the slot's tensors, read in place
             batch = batch.copy()
             for key, value in extras.items():

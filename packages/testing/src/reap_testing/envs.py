@@ -7,6 +7,7 @@ or ``forkserver``, Ray actors and torch.distributed ranks import them by name.
 * :class:`AgentsEnv`: a custom env written the TorchRL way with nested keys: two envs of three
   agents under ``"agents"``, the agents' own done flags beside the root's, and with
   ``root_action=True`` a second action at the root (no single action key).
+* :class:`GrowingEnv`: a custom env whose observation grows by a row each step (a -1 dim).
 * :class:`BusyEnv`: each step burns ``step_seconds`` of CPU (scaling benchmarks).
 * :class:`EchoEnv`: a deterministic, seedable env on reap's array API whose reward echoes the
   action, so a batch reveals which policy (which weights) made it. Its observation is ``[steps
@@ -106,6 +107,33 @@ class AgentsEnv(EnvBase):
         done = self.count >= self.limit
         agents = TensorDict(obs=self.count.clone(), reward=self.count.clone(), done=done, batch_size=(2, 3))
         return TensorDict(agents=agents, done=done.all(1), batch_size=(2,))
+
+    def _set_seed(self, seed):
+        torch.manual_seed(seed)
+
+
+class GrowingEnv(EnvBase):
+    """A custom env written the TorchRL way whose observation grows: ``count + 1`` rows of 2, all
+    ``count`` (its spec's dim of unknown size is -1); done after ``max_count`` steps."""
+
+    def __init__(self, max_count: int = 5):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(shape=(-1, 2)))
+        self.action_spec = Bounded(-1.0, 1.0, shape=(1,))
+        self.max_count = max_count
+        self.count = 0
+
+    def _observation(self) -> torch.Tensor:
+        return torch.full((self.count + 1, 2), float(self.count))
+
+    def _reset(self, tensordict):
+        self.count = 0
+        return TensorDict(observation=self._observation())
+
+    def _step(self, tensordict):
+        self.count += 1
+        done = torch.tensor([self.count >= self.max_count])
+        return TensorDict(observation=self._observation(), reward=torch.ones(1), done=done, terminated=done.clone())
 
     def _set_seed(self, seed):
         torch.manual_seed(seed)

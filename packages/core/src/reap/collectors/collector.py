@@ -469,6 +469,12 @@ class Collector(BaseCollector):
         nested or heterogeneous entries; slower; ``path_reason`` says why)."""
         return "arrays" if self._stepwise is None else "tensordict"
 
+    @property
+    def fixed_layout(self) -> bool:
+        """Whether every batch has the layout of :meth:`empty_batch` (False for envs with
+        variable-shape entries, whose batches are lazy stacks)."""
+        return self._stepwise is None or not self._stepwise.dynamic
+
     def empty_batch(self) -> TensorDict:
         """A zeroed TensorDict with the layout of one batch (e.g. to place in shared memory)."""
         if self._stepwise is not None:

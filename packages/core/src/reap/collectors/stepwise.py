@@ -69,7 +69,17 @@ def stepwise_reason(env: EnvBase) -> str | None:
         nested = [k for k, sub in spec.items(True) if isinstance(k, tuple) or isinstance(sub, Composite)]
         if nested:
             return f"nested entry {nested[0]!r}"
+    dynamic = _dynamic_keys(env)
+    if dynamic:
+        return f"variable-shape entry {dynamic[0]!r} (a -1 dim in its spec)"
     return None
+
+
+def _dynamic_keys(env: EnvBase) -> list:
+    """The entries whose spec has a dim of unknown size (-1): their shape changes from step to step."""
+    specs = (env.full_observation_spec, env.full_action_spec, env.full_reward_spec, env.full_done_spec,
+             env.full_state_spec)
+    return [k for spec in specs for k, sub in spec.items(True, True) if any(s < 0 for s in sub.shape)]
 
 
 def non_tensor_keys(td: TensorDictBase) -> list:
@@ -113,8 +123,10 @@ class StepwiseRollout:
         self.carrier: TensorDictBase | None = None
         self.reset()
         self.exclude_private_keys = True  # TorchRL's default (Collector._exclude_private_keys)
-        self._template = self._make_template()
-        self._non_tensor_keys = non_tensor_keys(self._template)
+        #: entries change shape from step to step: batches are lazy stacks, no fixed layout
+        self.dynamic = bool(_dynamic_keys(env))
+        self._template = None if self.dynamic else self._make_template()
+        self._non_tensor_keys = [] if self.dynamic else non_tensor_keys(self._template)
 
     # ---- carrier ---------------------------------------------------------------------------
     def _new_ids(self, count: int) -> torch.Tensor:
@@ -180,6 +192,10 @@ class StepwiseRollout:
         return LazyStackedTensorDict.maybe_dense_stack([step.clone() for _ in range(self.steps)], env.batch_dims)
 
     def empty_batch(self) -> TensorDictBase:
+        if self.dynamic:
+            raise ValueError(f"the env has variable-shape entries {_dynamic_keys(self.env)}: its batches have no "
+                             "fixed layout to preallocate (return_same_td=True, a preallocated batch); each batch "
+                             "is a new lazy stack")
         return self._template.clone()
 
     # ---- rollout ---------------------------------------------------------------------------
@@ -212,8 +228,13 @@ class StepwiseRollout:
     def batch(self, steps: list[TensorDictBase], dest: TensorDictBase | None = None) -> TensorDictBase:
         """``steps`` stacked along the time dim into ``dest`` (default: a new batch); after an
         interrupted rollout the steps not collected get traj id -1."""
-        dest = self.empty_batch() if dest is None else dest
         data = LazyStackedTensorDict.maybe_dense_stack(steps, self.env.batch_dims)
+        if self.dynamic and dest is None:  # TorchRL's: the steps' lazy stack
+            dropped = [k for k in data.keys(True) if is_private_key(k)] if self.exclude_private_keys else []
+            if self.compact_obs:
+                dropped += self.env._compact_next_keys()
+            return data.exclude(*dropped) if dropped else data
+        dest = self.empty_batch() if dest is None else dest
         target = dest
         if len(steps) < self.steps:
             if self.track_traj_ids:
