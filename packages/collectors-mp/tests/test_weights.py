@@ -1,5 +1,6 @@
 """Pushed weights must match the workers' policy exactly, and restarted workers run the latest."""
 
+import functools
 import os
 import signal
 
@@ -119,3 +120,28 @@ def test_no_weight_sync_scheme_keeps_the_workers_policy(collector_cls):
         for _, batch in zip(range(3), collector):
             assert (batch["action"] == 1.0).all()
             assert (batch["collector", "policy_version"] == 0).all()
+
+
+@pytest.mark.parametrize("scheme_cls", ["SharedMemWeightSyncScheme", "MultiProcessWeightSyncScheme"])
+def test_init_on_sender_as_torchrl_then_a_mismatched_worker_is_named(scheme_cls):
+    """TorchRL's scheme.init_on_sender(model=..., devices=..., model_id="policy") before the
+    collector: weights then reach the workers as usual; a worker whose policy does not have the
+    model's layout is an error naming the entry."""
+    import reap_mp
+    from reap_testing import constant_policy, env_fn
+
+    scheme = getattr(reap_mp, scheme_cls)()
+    scheme.init_on_sender(model=constant_policy(0.0), devices=["cpu", "cpu"], model_id="policy")
+    with reap_mp.MultiSyncCollector([env_fn(), env_fn()], policy_factory=functools.partial(constant_policy, 0.0),
+                                    frames_per_batch=8, weight_sync_schemes={"policy": scheme},
+                                    mp_start_method="forkserver") as c:
+        c.update_policy_weights_(constant_policy(2.0))
+        assert (c.next()["action"] == 2.0).all()
+    other = getattr(reap_mp, scheme_cls)()
+    other.init_on_sender(model=torch.nn.Linear(3, 1))
+    with pytest.raises(ValueError, match=r"worker 0's policy does not match the model given to init_on_sender"):
+        reap_mp.MultiSyncCollector([env_fn(), env_fn()], policy_factory=functools.partial(constant_policy, 0.0),
+                                   frames_per_batch=8, weight_sync_schemes={"policy": other},
+                                   mp_start_method="forkserver")
+    with pytest.raises(ValueError, match=r"model_id='critic'; reap's collectors synchronise one model, 'policy'"):
+        other.init_on_sender(model=torch.nn.Linear(3, 1), model_id="critic")

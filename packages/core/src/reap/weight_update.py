@@ -290,10 +290,48 @@ class WeightSyncScheme:
     carried = True
     #: False for :class:`NoWeightSyncScheme`: ``update_policy_weights_`` leaves the workers' policies.
     synchronises = True
+    #: set by :meth:`init_on_sender`: the model id and the weight layout the workers must have
+    model_id: str | None = None
+    _sender_layout: TensorDictBase | None = None
 
     def __init__(self, **options):
         self.options = options
         self._buffers: dict[int, TensorDictBase | None] = {}
+
+    def init_on_sender(self, model=None, *, model_id: str = "policy", devices=None, params_map=None,
+                       **kwargs) -> None:
+        """TorchRL's sender-side set-up, before the collector is built. reap's collector binds the
+        scheme to its workers itself; this records ``model_id`` and ``model``'s weight layout, and
+        each worker's policy is checked against it as it starts (a mismatch names the entry).
+        ``devices`` and ``params_map`` (where TorchRL places each worker's copy) are taken as given.
+
+        Examples:
+            >>> import torch
+            >>> scheme = WeightSyncScheme()
+            >>> scheme.init_on_sender(model=torch.nn.Linear(3, 1), model_id="policy")
+            >>> scheme.check_worker_layout(0, TensorDict.from_module(torch.nn.Linear(2, 1)).data.to("meta"))
+            Traceback (most recent call last):
+            ...
+            ValueError: WeightSyncScheme: worker 0's policy does not match the model given to init_on_sender: the weights' 'weight' has shape (1, 3) but the policy's has shape (1, 2); ...
+        """
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}.init_on_sender got unexpected keyword arguments {sorted(kwargs)}")
+        if model_id != "policy":
+            raise ValueError(f"{type(self).__name__}.init_on_sender: model_id={model_id!r}; reap's collectors "
+                             "synchronise one model, 'policy'")
+        self.model_id = model_id
+        self._sender_layout = None if model is None else as_weights(model).to("meta")
+
+    def check_worker_layout(self, idx: int, layout: TensorDictBase | None) -> None:
+        """Worker ``idx``'s policy weights (on ``"meta"``) against the layout of
+        :meth:`init_on_sender`'s model, if one was given."""
+        if self._sender_layout is None or layout is None:
+            return
+        try:
+            match_weights(layout, self._sender_layout)
+        except ValueError as exc:
+            raise ValueError(f"{type(self).__name__}: worker {idx}'s policy does not match the model given to "
+                             f"init_on_sender: {exc}") from None
 
     @classmethod
     def from_backend(cls, backend: str, **kwargs) -> WeightSyncScheme:

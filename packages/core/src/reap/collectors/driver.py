@@ -299,6 +299,9 @@ class CollectorDriver(BaseCollector):
 
     def _worker_ready(self, idx: int, info: dict) -> None:
         self._layouts[idx] = info.get("weights")
+        check = getattr(self.weight_sync_scheme, "check_worker_layout", None)  # init_on_sender's model
+        if check is not None:
+            check(idx, self._layouts[idx])
         self._worker_frames[idx] = info.get("frames_per_batch") or self._worker_frames[idx]
         self.weight_sync_scheme.on_worker_ready(idx, info.get("weights_buffer"))
         self._deadlines.forget(idx)
