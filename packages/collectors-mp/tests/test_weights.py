@@ -145,3 +145,5 @@ def test_init_on_sender_as_torchrl_then_a_mismatched_worker_is_named(scheme_cls)
                                    mp_start_method="forkserver")
     with pytest.raises(ValueError, match=r"model_id='critic'; reap's collectors synchronise one model, 'policy'"):
         other.init_on_sender(model=torch.nn.Linear(3, 1), model_id="critic")
+    with pytest.raises(TypeError, match=r"init_on_sender got unexpected keyword arguments \['modle'\]"):
+        other.init_on_sender(modle=torch.nn.Linear(3, 1))

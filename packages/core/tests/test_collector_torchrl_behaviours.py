@@ -656,3 +656,12 @@ def test_variable_shape_entries_give_lazy_stacked_batches():
     assert torch.equal(batches[0][4]["next", "observation"], torch.full((6, 2), 5.0))
     with pytest.raises(ValueError, match=r"variable-shape entries \['observation'\]: its batches have no fixed layout"):
         Collector(GrowingEnv(), None, frames_per_batch=4, return_same_td=True).next()
+
+
+def test_an_interrupted_rollout_of_a_non_tensor_entry_holds_none_where_nothing_was_collected():
+    from reap_testing.labels import labelled_env
+
+    with Collector(labelled_env(), None, frames_per_batch=6, total_frames=6, interruptor=_StopAfter(2)) as c:
+        batch = next(iter(c))
+    assert batch["collector", "traj_ids"].tolist()[3:] == [-1] * 3
+    assert list(batch["label"]) == ["reset", "step 1", "step 2", None, None, None]

@@ -175,9 +175,8 @@ def _rollout(env_cls, transform, **kwargs):
     return env, env.rollout(7, policy_of(env), break_when_any_done=False)
 
 
-@pytest.mark.parametrize("root_done", [False, True])
-@pytest.mark.parametrize("name", list(TRANSFORMS))
-def test_teams_env_matches_torchrl(name, root_done):
+def _teams_side_by_side(make_transform, root_done):
+    """``(env, rollout)`` of TeamsEnv under ``make_transform(module)`` on reap, then on TorchRL."""
     torchrl_envs = pytest.importorskip("torchrl.envs")
     from torchrl.data import Categorical as TCategorical
     from torchrl.data import Composite as TComposite
@@ -185,9 +184,15 @@ def test_teams_env_matches_torchrl(name, root_done):
 
     ours_cls = teams_env_class(EnvBase, Composite, Unbounded, Categorical)
     theirs_cls = teams_env_class(torchrl_envs.EnvBase, TComposite, TUnbounded, TCategorical)
-    env, ours = _rollout(ours_cls, TRANSFORMS[name](_reap_module()), root_done=root_done)
-    ref_env = torchrl_envs.TransformedEnv(theirs_cls(root_done=root_done), TRANSFORMS[name](torchrl_envs))
-    theirs = ref_env.rollout(7, policy_of(ref_env), break_when_any_done=False)
+    env, ours = _rollout(ours_cls, make_transform(_reap_module()), root_done=root_done)
+    ref_env = torchrl_envs.TransformedEnv(theirs_cls(root_done=root_done), make_transform(torchrl_envs))
+    return env, ours, ref_env, ref_env.rollout(7, policy_of(ref_env), break_when_any_done=False)
+
+
+@pytest.mark.parametrize("root_done", [False, True])
+@pytest.mark.parametrize("name", list(TRANSFORMS))
+def test_teams_env_matches_torchrl(name, root_done):
+    env, ours, ref_env, theirs = _teams_side_by_side(TRANSFORMS[name], root_done)
     assert sorted(map(str, env.observation_spec.keys(True, True))) == sorted(
         map(str, ref_env.observation_spec.keys(True, True)))
     assert sorted(map(str, env.full_done_spec.keys(True, True))) == sorted(
@@ -258,16 +263,7 @@ def _sums(rollout) -> dict:
 @pytest.mark.parametrize("root_done", [False, True])
 @pytest.mark.parametrize("name", list(REWARD_SUMS))
 def test_reward_sum_per_team_matches_torchrl(name, root_done):
-    torchrl_envs = pytest.importorskip("torchrl.envs")
-    from torchrl.data import Categorical as TCategorical
-    from torchrl.data import Composite as TComposite
-    from torchrl.data import Unbounded as TUnbounded
-
-    ours_cls = teams_env_class(EnvBase, Composite, Unbounded, Categorical)
-    theirs_cls = teams_env_class(torchrl_envs.EnvBase, TComposite, TUnbounded, TCategorical)
-    env, ours = _rollout(ours_cls, REWARD_SUMS[name](_reap_module()), root_done=root_done)
-    ref_env = torchrl_envs.TransformedEnv(theirs_cls(root_done=root_done), REWARD_SUMS[name](torchrl_envs))
-    theirs = ref_env.rollout(7, policy_of(ref_env), break_when_any_done=False)
+    env, ours, ref_env, theirs = _teams_side_by_side(REWARD_SUMS[name], root_done)
     assert env.transform.reset_keys == ref_env.transform.reset_keys
     for spec in ("observation_spec", "full_reward_spec", "full_state_spec"):
         assert sorted(map(str, getattr(env, spec).keys(True, True))) == sorted(

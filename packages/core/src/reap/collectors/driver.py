@@ -657,9 +657,10 @@ class CollectorDriver(BaseCollector):
                 # a stacked batch takes it whole); extend_buffer=False: their steps as they came
                 stacked = self._sync and self.cat_results == "stack" and not self.split_trajs and self.postproc is None
                 whole = getattr(getattr(self.replay_buffer, "storage", None), "ndim", 1) >= batch.batch_dims
-                parts = batch.unbind(0) if stacked and not (whole and self.extend_buffer) else [batch]
-                if stacked and self.interruptor is not None:  # preempted: only the steps collected
+                if stacked and self.interruptor is not None:  # preempted: each worker's collected steps
                     parts = [p.exclude(MASK_KEY)[..., collected_steps(p)] for p in batch.unbind(0)]
+                else:
+                    parts = batch.unbind(0) if stacked and not (whole and self.extend_buffer) else [batch]
                 for part in parts:
                     if self.extend_buffer:
                         self.replay_buffer.extend(part)

@@ -182,14 +182,18 @@ class StepwiseRollout:
         step.update(probe.exclude("next", *step.keys()))
         if probe.get("next", None) is not None:  # a policy's ("next", ...) outputs, e.g. a recurrent state
             step.get("next").update(probe.get("next").exclude(*step.get("next").keys(True, True)))
-        if self.exclude_private_keys:
-            step = step.exclude(*(k for k in step.keys(True) if is_private_key(k)))
-        if self.compact_obs:
-            step = step.exclude(*env._compact_next_keys())
-        step = step.clone().zero_()
+        step = self._left_out(step).clone().zero_()
         if self.track_traj_ids:
             step.set(TRAJ_KEY, torch.zeros(env.batch_size, dtype=torch.int64))
         return LazyStackedTensorDict.maybe_dense_stack([step.clone() for _ in range(self.steps)], env.batch_dims)
+
+    def _left_out(self, td: TensorDictBase) -> TensorDictBase:
+        """``td`` without what batches leave out: private entries and, with ``compact_obs``, the
+        next observations and states."""
+        dropped = [k for k in td.keys(True) if is_private_key(k)] if self.exclude_private_keys else []
+        if self.compact_obs:
+            dropped += self.env._compact_next_keys()
+        return td.exclude(*dropped) if dropped else td
 
     def empty_batch(self) -> TensorDictBase:
         if self.dynamic:
@@ -230,10 +234,7 @@ class StepwiseRollout:
         interrupted rollout the steps not collected get traj id -1."""
         data = LazyStackedTensorDict.maybe_dense_stack(steps, self.env.batch_dims)
         if self.dynamic and dest is None:  # TorchRL's: the steps' lazy stack
-            dropped = [k for k in data.keys(True) if is_private_key(k)] if self.exclude_private_keys else []
-            if self.compact_obs:
-                dropped += self.env._compact_next_keys()
-            return data.exclude(*dropped) if dropped else data
+            return self._left_out(data)
         dest = self.empty_batch() if dest is None else dest
         target = dest
         if len(steps) < self.steps:
