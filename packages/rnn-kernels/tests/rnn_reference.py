@@ -1,19 +1,38 @@
 """The reference every backend must match: torch.nn.LSTM/GRU run segment by segment, one step
-at a time, restarting from zeros wherever ``is_init`` is set."""
+at a time, restarting from zeros wherever ``is_init`` is set. Device-agnostic: the random draws
+are made on the CPU (the same values everywhere) and callers move the batch where the module is."""
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from tensordict import TensorDict
 
 
+@contextlib.contextmanager
+def ieee_float32(device):
+    """On a CUDA ``device``, cuDNN's RNNs without TF32 (torch lets them use it by default, which is
+    ~1e-3 off in float32) while the block runs; elsewhere nothing."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+
+
 def reference(rnn: torch.nn.RNNBase, x, state0, is_init):
     """``y`` ``[B, T, H]`` and the states after every step ``[B, T, L, H]`` (tuple)."""
     B, T = is_init.shape
+    is_init = is_init.cpu()  # read step by step in Python: one copy, not a device sync per step
     lstm = isinstance(rnn, torch.nn.LSTM)
     ys, states = [], []
     for b in range(B):
-        state = tuple(s[:, b : b + 1] for s in state0)
+        state = tuple(s[:, b : b + 1].contiguous() for s in state0)
         row_y, row_s = [], []
         for t in range(T):
             if is_init[b, t]:
@@ -38,7 +57,8 @@ def random_is_init(B, T, generator, p=0.2):
 
 
 def make_batch(module, B, T, dtype, generator, p=0.2):
-    """A ``[B, T]`` TensorDict for ``module`` with random stored states and resets."""
+    """A ``[B, T]`` TensorDict for ``module`` with random stored states and resets, on the CPU
+    (``generator`` is a CPU one): move it with ``.to(device)``."""
     rnn = module._rnn
     sizes = module._state_sizes()
     data = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rnn_reference import make_batch, reference
+from rnn_reference import ieee_float32, make_batch, reference
 
 from reap_rnn import GRUModule, LSTMModule, set_recurrent_mode
 
@@ -27,10 +27,10 @@ def outputs_and_grads(module, td, fn):
     x = td[module.in_keys[0]].clone().requires_grad_()
     stored = [td[k].clone().requires_grad_() for k in module.in_keys[1:-1]]
     y, states = fn(x, stored)
-    gen = torch.Generator().manual_seed(1)
-    loss = (y * torch.randn(y.shape, generator=gen, dtype=y.dtype)).sum()
+    gen = torch.Generator().manual_seed(1)  # drawn on the CPU (the same draws on every device), then moved
+    loss = (y * torch.randn(y.shape, generator=gen, dtype=y.dtype).to(y.device)).sum()
     for s in states:
-        loss = loss + (s * torch.randn(s.shape, generator=gen, dtype=s.dtype)).sum()
+        loss = loss + (s * torch.randn(s.shape, generator=gen, dtype=s.dtype).to(s.device)).sum()
     grads = torch.autograd.grad(loss, [x, *stored, *params])
     return [y, *states], list(grads)
 
@@ -53,7 +53,8 @@ def run_reference(module, td):
 
     def fn(x, stored):
         state0 = tuple(s[:, 0].transpose(0, 1) for s in stored)
-        return reference(module._rnn, x, state0, is_init)
+        with ieee_float32(x.device):
+            return reference(module._rnn, x, state0, is_init)
 
     return fn
 

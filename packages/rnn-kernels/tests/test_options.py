@@ -1,10 +1,11 @@
 """Options: recompute saves less, bad arguments and unsupported combinations are clear errors,
-``auto`` picks pad in eager mode, the plugin registers everything, docstring examples run."""
+``auto`` picks its backend by device and compile mode, the plugin registers everything, docstring examples run."""
 
 from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
 
 import pytest
 import torch
@@ -153,7 +154,8 @@ def test_precision_presets_and_getter(monkeypatch):
     from reap_rnn import precision
 
     monkeypatch.setattr(precision, "_global", None)
-    assert precision.resolve_precision("fast") == precision.resolve_precision("high-prec") == "ieee"  # no GPU here
+    monkeypatch.setattr(precision, "_tensor_cores", lambda: False)  # as without a GPU, also on one
+    assert precision.resolve_precision("fast") == precision.resolve_precision("high-prec") == "ieee"
     monkeypatch.setattr(precision, "_tensor_cores", lambda: True)
     assert (precision.resolve_precision("fast"), precision.resolve_precision("high-prec")) == ("tf32", "tf32x3")
     reap_rnn.set_recurrent_matmul_precision("high-prec")
@@ -166,10 +168,15 @@ def test_precision_presets_and_getter(monkeypatch):
         reap_rnn.set_recurrent_matmul_precision(None)
 
 
-def test_auto_is_pad_in_eager_and_scan_under_compile():
+def test_auto_is_triton_on_cuda_pad_elsewhere_scan_under_compile(monkeypatch):
     module = LSTMModule(input_size=3, hidden_size=4, in_key="x", out_key="y", recurrent_backend="auto")
-    assert module._backend().name == "pad"
-    assert set(module._kernels) == {"pad", "scan"}
+    assert module._backend(torch.device("cpu")).name == "pad"
+    assert repr(module).endswith("recurrent_backend='auto' (pad on cpu))")
+    has_triton = importlib.util.find_spec("triton") is not None
+    assert set(module._kernels) == {"pad", "scan", "triton"} if has_triton else {"pad", "scan"}
+    assert module.auto_backend("cuda") == ("triton" if has_triton else "pad")
+    monkeypatch.setattr(reap_rnn.modules, "_is_compiling", lambda: True)
+    assert module.auto_backend("cuda") == module.auto_backend("cpu") == "scan"
 
 
 def test_layers_match_torch():

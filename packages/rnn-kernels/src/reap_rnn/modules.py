@@ -5,8 +5,9 @@ where ``is_init`` is set and writes the next state to ``("next", ...)``. In recu
 (``set_recurrent_mode(True)``, training) it reads ``[B, T]`` batches whose rows may hold several
 trajectories (``is_init`` marks where each starts), starts every row from its stored state at
 step 0, and writes the output and the state after *every* step, computed by the chosen
-backend (``"pad"``, ``"scan"``, ``"triton"`` or ``"auto"``: pad in eager mode, scan under
-``torch.compile``). Unsupported combinations are errors, never silent fallbacks.
+backend (``"pad"``, ``"scan"``, ``"triton"`` or ``"auto"``: scan under ``torch.compile``, else
+triton on CUDA and pad elsewhere; ``repr`` says which). Unsupported combinations are errors,
+never silent fallbacks.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from tensordict import TensorDictBase
 from tensordict.nn import TensorDictModuleBase, dispatch
 from tensordict.utils import unravel_key_list
 
-from reap.plugins import get_recurrent_backend
+from reap.plugins import PluginNotInstalledError, get_recurrent_backend
 from reap_rnn.backends.base import RNNSpec, layer_weights
 from reap_rnn.mode import recurrent_mode
 from reap_rnn.precision import check_precision
@@ -113,6 +114,14 @@ class _RecurrentModule(TensorDictModuleBase):
             except ValueError as exc:
                 raise ValueError(f"{cls}: {exc}") from None
             self._kernels[backend] = kernel
+        self._no_auto_triton = None
+        if recurrent_backend == "auto":  # triton on CUDA where it can run this network; repr says why not
+            kernel = get_recurrent_backend("triton").impl
+            try:
+                kernel.check(self._spec)
+                self._kernels["triton"] = kernel
+            except (ValueError, PluginNotInstalledError) as exc:
+                self._no_auto_triton = str(exc)
         return rnn
 
     # ---- modes ---------------------------------------------------------------------------
@@ -277,10 +286,36 @@ class _RecurrentModule(TensorDictModuleBase):
             return torch.nn.functional.dropout(inp, self._spec.dropout, training=True)
         return inp
 
-    def _backend(self):
+    def auto_backend(self, device: torch.device | str) -> str:
+        """The backend ``"auto"`` runs on ``device``: ``"scan"`` under ``torch.compile``, else
+        ``"triton"`` on CUDA (where it can run this network) and ``"pad"`` elsewhere.
+
+        Examples:
+            >>> from reap_rnn import GRUModule
+            >>> GRUModule(input_size=3, hidden_size=4, in_key="x", out_key="y").auto_backend("cpu")
+            'pad'
+        """
+        if _is_compiling():
+            return "scan"
+        if torch.device(device).type == "cuda" and "triton" in self._kernels:
+            return "triton"
+        return "pad"
+
+    def _backend(self, device):
         if self.recurrent_backend == "auto":
-            return self._kernels["scan" if _is_compiling() else "pad"]
+            return self._kernels[self.auto_backend(device)]
         return self._kernels[self.recurrent_backend]
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        backend = repr(self.recurrent_backend)
+        if self.recurrent_backend == "auto":
+            device = self._rnn.weight_hh_l0.device
+            backend += f" ({self.auto_backend(device)} on {device}"
+            if self._no_auto_triton and device.type == "cuda":
+                backend += f"; not triton: {self._no_auto_triton}"
+            backend += ")"
+        return f"{text[:-1].rstrip()},\n    recurrent_backend={backend})"
 
     def _forward_recurrent(self, tensordict):
         shape = tensordict.batch_size
@@ -295,7 +330,7 @@ class _RecurrentModule(TensorDictModuleBase):
         is_init = td.get("is_init").reshape(td.shape).bool()
         states = self._read_states(td, tuple(td.shape), x)
         state0 = tuple(s[:, 0].transpose(0, 1) for s in states)
-        kernel = self._backend()
+        kernel = self._backend(x.device)
         y, new = kernel(self._spec, x, state0, is_init, layer_weights(self._rnn), self.training)
         outs = [y, *new]
         for key, value in zip(self.out_keys, outs):
@@ -314,7 +349,8 @@ _COMMON_DOC = """
         device: where the parameters live.
         {name}: an existing ``torch.nn.{rnn}`` (``batch_first=True``) to wrap instead.
         default_recurrent_mode: the mode outside ``set_recurrent_mode`` (default: single step).
-        recurrent_backend: ``"pad"`` (default), ``"scan"``, ``"triton"`` or ``"auto"``.
+        recurrent_backend: ``"pad"`` (default), ``"scan"``, ``"triton"`` or ``"auto"`` (see
+            :meth:`auto_backend`).
         recurrent_recompute: ``"none"`` or ``"full"`` (recompute gate activations in backward;
             ``"scan"`` and ``"triton"`` only).
         recurrent_compute_dtype: dtype of the recurrent matmul in the Triton kernel (None: the

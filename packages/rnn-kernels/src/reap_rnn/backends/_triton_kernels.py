@@ -1,13 +1,26 @@
-"""Triton kernels of the ``"triton"`` backend: one launch runs a layer over the whole sequence.
+"""Triton kernels of the ``"triton"`` backend: the recurrence of one layer, spread over the GPU.
 
-A program owns ``BLOCK_B`` batch rows and walks time; at each step it computes the hidden
-units tile by tile (``BLOCK_H`` at a time, each tile's matmul summed over ``BLOCK_K``-wide
-slices of the previous state), so any hidden size fits. States live in ``[T + 1, B, H]``
-buffers whose row 0 is the initial state; the incoming state is multiplied by ``keep`` (0
-where a trajectory starts) inside the kernel. Backward walks time in reverse with two passes
-per step (gate gradients tile by tile, then the recurrent ``dG @ W_hh`` tile by tile), with a
-block barrier between them; with ``RECOMPUTE`` it rebuilds the gates from the saved states
-instead of reading saved activations.
+The grid is ``batch tiles x hidden tiles``: program ``(b, j)`` owns rows ``b*BLOCK_B...`` and
+hidden units ``j*BLOCK_H...`` of the state. At each step it reads the whole previous state
+of its rows (written by every program of its batch tile at the step before), multiplies it
+by its slice of ``W_hh`` (``RED`` columns at a time), adds the precomputed input projection
+and writes its tile of the new state. The states live in ``[T + 1, B, H]`` buffers (row 0 is
+the initial state, a new row per step, so no address is read before the step that writes it);
+the incoming state is multiplied by ``keep`` (0 where a trajectory starts) in the kernel.
+
+Backward has two phases per step: (A) program ``(b, j)`` turns its tile of ``dh``/``dc`` into
+its tile of the gate gradients ``dG_t``; (B) the same program computes its tile of the
+recurrent gradient ``dG_t @ W_hh`` (it reads every program's phase-A tile of its rows). The
+input-projection and weight gradients are GEMMs over all steps outside the kernels.
+
+Steps are separated in one of two ways, chosen by the caller:
+
+* ``PERSISTENT``: one launch runs ``n_steps`` steps and the programs of a batch tile (the only
+  ones that exchange state) meet at a barrier (a global counter per batch tile, release/acquire
+  atomics) after each step (forward) or between the phases (backward). Every program must be
+  resident at once, so the grid is at most one program per multiprocessor; under Triton's CPU
+  interpreter programs run one after another, so only a one-program grid may use it there.
+* one launch per step (per phase in backward): the stream orders the steps.
 """
 
 from __future__ import annotations
@@ -31,137 +44,183 @@ def _tanh(x):
 
 
 @triton.jit
-def _recur_tile(h_ptr, w_ptr, keep, rb, mb, row0, rh, mh, B, H, WK,
-                BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
-                CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
-    """``(keep * h)[rb, :] @ W[row0 + rh, :]^T`` for one tile of output units: ``[BB, BH]``."""
-    acc = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
-    for k0 in range(0, WK, BLOCK_K):
-        rk = k0 + tl.arange(0, BLOCK_K)
-        mk = rk < WK
-        hp = tl.load(h_ptr + rb[:, None] * WK + rk[None, :], mask=mb[:, None] & mk[None, :], other=0.0)
-        hp = hp * keep[:, None]
-        w = tl.load(w_ptr + (row0 + rh)[None, :] * WK + rk[:, None], mask=mh[None, :] & mk[:, None], other=0.0)
-        acc += tl.dot(hp.to(CDTYPE), w.to(CDTYPE), input_precision=PRECISION, out_dtype=ACC)
-    return acc
+def _grid_sync(sync_ptr, target):
+    """Wait until the counter at ``sync_ptr`` reaches ``target`` (each program adds 1 per barrier).
+
+    The wait reads the counter with plain volatile loads (an atomic per poll would queue behind
+    every other program's polls at the counter's L2 slice) and then acquires with one atomic,
+    which reads a value after every program's releasing add: their stores are visible after it.
+    """
+    tl.debug_barrier()
+    tl.atomic_add(sync_ptr, 1, sem="release", scope="gpu")
+    seen = tl.load(sync_ptr, volatile=True)
+    while seen < target:
+        seen = tl.load(sync_ptr, volatile=True)
+    tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
 
 
 @triton.jit
-def _back_tile(dg_ptr, w_ptr, rb, mb, rk, mk, B, H, G,
-               BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+def _recur_gates(h_ptr, w_ptr, keep, rb, mb, rh, mh, H, FOUR: tl.constexpr,
+                 BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, RED: tl.constexpr,
+                 CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
+    """``(keep * h)[rb, :] @ W[g * H + rh, :]^T`` for the gates ``g`` (4 with ``FOUR``, else 3) of
+    one tile of units, each ``[BB, BH]``; the state is read once for all gates. With 3 gates
+    the fourth result is zeros."""
+    a0 = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
+    a1 = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
+    a2 = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
+    a3 = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
+    for k0 in range(0, H, RED):
+        rk = k0 + tl.arange(0, RED)
+        mk = rk < H
+        hp = tl.load(h_ptr + rb[:, None] * H + rk[None, :], mask=mb[:, None] & mk[None, :], other=0.0,
+                     cache_modifier=".cg")
+        hp = (hp * keep[:, None]).to(CDTYPE)
+        wp = w_ptr + rh[None, :] * H + rk[:, None]
+        wm = mh[None, :] & mk[:, None]
+        a0 += tl.dot(hp, tl.load(wp, mask=wm, other=0.0).to(CDTYPE), input_precision=PRECISION, out_dtype=ACC)
+        a1 += tl.dot(hp, tl.load(wp + H * H, mask=wm, other=0.0).to(CDTYPE), input_precision=PRECISION,
+                     out_dtype=ACC)
+        a2 += tl.dot(hp, tl.load(wp + 2 * H * H, mask=wm, other=0.0).to(CDTYPE), input_precision=PRECISION,
+                     out_dtype=ACC)
+        if FOUR:
+            a3 += tl.dot(hp, tl.load(wp + 3 * H * H, mask=wm, other=0.0).to(CDTYPE), input_precision=PRECISION,
+                         out_dtype=ACC)
+    return a0, a1, a2, a3
+
+
+@triton.jit
+def _back_tile(dg_ptr, wt_ptr, rb, mb, rk, mk, GH, ROW,
+               BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, RED: tl.constexpr,
                CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
-    """``dG[rb, :] @ W[:, rk]`` (``G`` gate rows of ``H`` units each): ``[BB, BK]``."""
-    acc = tl.zeros((BLOCK_B, BLOCK_K), dtype=ACC)
-    for row in range(0, G * H, BLOCK_H):
-        rj = row + tl.arange(0, BLOCK_H)
-        mj = rj < G * H
-        d = tl.load(dg_ptr + rb[:, None] * (G * H) + rj[None, :], mask=mb[:, None] & mj[None, :], other=0.0)
-        w = tl.load(w_ptr + rj[:, None] * H + rk[None, :], mask=mj[:, None] & mk[None, :], other=0.0)
+    """``dG[rb, :GH] @ W[:GH, rk]`` (``dG`` rows ``ROW`` apart) with ``wt`` = ``W^T`` (``[H, GH]``,
+    rows contiguous): ``[BB, BH]``."""
+    acc = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
+    for j0 in range(0, GH, RED):
+        rj = j0 + tl.arange(0, RED)
+        mj = rj < GH
+        d = tl.load(dg_ptr + rb[:, None] * ROW + rj[None, :], mask=mb[:, None] & mj[None, :], other=0.0,
+                    cache_modifier=".cg")
+        w = tl.load(wt_ptr + rk[None, :] * GH + rj[:, None], mask=mj[:, None] & mk[None, :], other=0.0)
         acc += tl.dot(d.to(CDTYPE), w.to(CDTYPE), input_precision=PRECISION, out_dtype=ACC)
     return acc
 
 
 @triton.jit
-def _lstm_gates(xw_ptr, hbuf_ptr, w_ptr, keep, t, rb, mb, rh, mh, B, H,
-                BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+def _lstm_gates(xw_ptr, h_ptr, w_ptr, keep, rb, mb, rh, mh, H,
+                BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, RED: tl.constexpr,
                 CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
+    """The four gates of one tile at one step; ``xw_ptr``/``h_ptr`` point at that step's rows."""
     m2 = mb[:, None] & mh[None, :]
-    x_row = xw_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
-    h_t = hbuf_ptr + t * B * H
-    i = tl.load(x_row, mask=m2, other=0.0) + _recur_tile(h_t, w_ptr, keep, rb, mb, 0, rh, mh, B, H, H, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-    f = tl.load(x_row + H, mask=m2, other=0.0) + _recur_tile(h_t, w_ptr, keep, rb, mb, H, rh, mh, B, H, H, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-    g = tl.load(x_row + 2 * H, mask=m2, other=0.0) + _recur_tile(h_t, w_ptr, keep, rb, mb, 2 * H, rh, mh, B, H, H, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-    o = tl.load(x_row + 3 * H, mask=m2, other=0.0) + _recur_tile(h_t, w_ptr, keep, rb, mb, 3 * H, rh, mh, B, H, H, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
+    x_row = xw_ptr + rb[:, None] * 4 * H + rh[None, :]
+    i, f, g, o = _recur_gates(h_ptr, w_ptr, keep, rb, mb, rh, mh, H, True, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC,
+                              PRECISION)
+    i += tl.load(x_row, mask=m2, other=0.0)
+    f += tl.load(x_row + H, mask=m2, other=0.0)
+    g += tl.load(x_row + 2 * H, mask=m2, other=0.0)
+    o += tl.load(x_row + 3 * H, mask=m2, other=0.0)
     return _sigmoid(i), _sigmoid(f), _tanh(g), _sigmoid(o)
 
 
-@triton.jit
-def lstm_forward(xw_ptr, w_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr, T, B, H,
-                 SAVE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-                 BLOCK_K: tl.constexpr, CDTYPE: tl.constexpr, ACC: tl.constexpr,
+@triton.jit(do_not_specialize=["t0", "n_steps"])
+def lstm_forward(xw_ptr, w_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr, sync_ptr, t0, n_steps, B, H,
+                 SAVE: tl.constexpr, PERSISTENT: tl.constexpr, BLOCK_B: tl.constexpr,
+                 BLOCK_H: tl.constexpr, RED: tl.constexpr, CDTYPE: tl.constexpr, ACC: tl.constexpr,
                  PRECISION: tl.constexpr):
+    """Steps ``t0 .. t0 + n_steps - 1``; ``xw_ptr`` points at step ``t0``'s projection."""
     rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mb = rb < B
-    for t in range(T):
+    mh = rh < H
+    m2 = mb[:, None] & mh[None, :]
+    tile = rb[:, None] * H + rh[None, :]
+    nprog = tl.num_programs(1)
+    sync_ptr += tl.program_id(0)
+    for s in range(n_steps):
+        t = t0 + s
         keep = tl.load(keep_ptr + t * B + rb, mask=mb, other=0.0)
-        for j0 in range(0, H, BLOCK_H):
-            rh = j0 + tl.arange(0, BLOCK_H)
-            mh = rh < H
-            m2 = mb[:, None] & mh[None, :]
-            i, f, g, o = _lstm_gates(xw_ptr, hbuf_ptr, w_ptr, keep, t, rb, mb, rh, mh, B, H,
-                                     BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-            tile = rb[:, None] * H + rh[None, :]
-            c_prev = tl.load(cbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
-            c = f * c_prev + i * g
-            tl.store(cbuf_ptr + (t + 1) * B * H + tile, c, mask=m2)
-            tl.store(hbuf_ptr + (t + 1) * B * H + tile, o * _tanh(c), mask=m2)
-            if SAVE:
-                a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
-                tl.store(a, i, mask=m2)
-                tl.store(a + H, f, mask=m2)
-                tl.store(a + 2 * H, g, mask=m2)
-                tl.store(a + 3 * H, o, mask=m2)
-        tl.debug_barrier()
+        i, f, g, o = _lstm_gates(xw_ptr + s * B * 4 * H, hbuf_ptr + t * B * H, w_ptr, keep, rb, mb, rh, mh, H,
+                                 BLOCK_B, BLOCK_H, RED, CDTYPE, ACC, PRECISION)
+        c_prev = tl.load(cbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
+        c = f * c_prev + i * g
+        tl.store(cbuf_ptr + (t + 1) * B * H + tile, c, mask=m2)
+        tl.store(hbuf_ptr + (t + 1) * B * H + tile, o * _tanh(c), mask=m2)
+        if SAVE:
+            a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
+            tl.store(a, i, mask=m2)
+            tl.store(a + H, f, mask=m2)
+            tl.store(a + 2 * H, g, mask=m2)
+            tl.store(a + 3 * H, o, mask=m2)
+        if PERSISTENT:
+            _grid_sync(sync_ptr, (s + 1) * nprog)
 
 
-@triton.jit
-def lstm_backward(xw_ptr, w_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr, dh_seq_ptr, dc_seq_ptr,
-                  dh_ptr, dc_ptr, dg_ptr, T, B, H,
-                  RECOMPUTE: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-                  BLOCK_K: tl.constexpr, CDTYPE: tl.constexpr, ACC: tl.constexpr,
-                  PRECISION: tl.constexpr):
+@triton.jit(do_not_specialize=["t_last", "n_steps"])
+def lstm_backward(xw_ptr, w_ptr, wt_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr, dh_seq_ptr, dc_seq_ptr,
+                  dh_ptr, dc_ptr, dg_ptr, sync_ptr, t_last, n_steps, B, H, dh_st, dh_sb, dc_st, dc_sb,
+                  RECOMPUTE: tl.constexpr, HAS_DH: tl.constexpr, HAS_DC: tl.constexpr,
+                  PHASE_A: tl.constexpr, PHASE_B: tl.constexpr, PERSISTENT: tl.constexpr,
+                  BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, RED: tl.constexpr,
+                  CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
+    """Steps ``t_last`` down to ``t_last - n_steps + 1``. ``xw_ptr`` (with ``RECOMPUTE``) and
+    ``dg_ptr`` point at step ``t_last - n_steps + 1``'s rows; ``dh``/``dc`` carry ``[B, H]``; the
+    incoming ``dh_seq``/``dc_seq`` may be strided (time stride ``*_st``, batch stride ``*_sb``)."""
     rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mb = rb < B
-    for step in range(T):
-        t = T - 1 - step
+    mh = rh < H
+    m2 = mb[:, None] & mh[None, :]
+    tile = rb[:, None] * H + rh[None, :]
+    nprog = tl.num_programs(1)
+    sync_ptr += tl.program_id(0)
+    t_first = t_last - n_steps + 1
+    for step in range(n_steps):
+        t = t_last - step
+        s = t - t_first
         keep = tl.load(keep_ptr + t * B + rb, mask=mb, other=0.0)
-        for j0 in range(0, H, BLOCK_H):
-            rh = j0 + tl.arange(0, BLOCK_H)
-            mh = rh < H
-            m2 = mb[:, None] & mh[None, :]
-            tile = rb[:, None] * H + rh[None, :]
+        dg_t = dg_ptr + s * B * 4 * H
+        if PHASE_A:
             if RECOMPUTE:
-                i, f, g, o = _lstm_gates(xw_ptr, hbuf_ptr, w_ptr, keep, t, rb, mb, rh, mh, B, H,
-                                         BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
+                i, f, g, o = _lstm_gates(xw_ptr + s * B * 4 * H, hbuf_ptr + t * B * H, w_ptr, keep, rb, mb, rh,
+                                         mh, H, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC, PRECISION)
             else:
                 a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
                 i = tl.load(a, mask=m2, other=0.0)
                 f = tl.load(a + H, mask=m2, other=0.0)
                 g = tl.load(a + 2 * H, mask=m2, other=0.0)
                 o = tl.load(a + 3 * H, mask=m2, other=0.0)
-            dh = tl.load(dh_ptr + tile, mask=m2, other=0.0) + tl.load(dh_seq_ptr + t * B * H + tile, mask=m2, other=0.0)
-            dc = tl.load(dc_ptr + tile, mask=m2, other=0.0) + tl.load(dc_seq_ptr + t * B * H + tile, mask=m2, other=0.0)
+            dh = tl.load(dh_ptr + tile, mask=m2, other=0.0)
+            if HAS_DH:
+                dh += tl.load(dh_seq_ptr + t * dh_st + rb[:, None] * dh_sb + rh[None, :], mask=m2, other=0.0)
+            dc = tl.load(dc_ptr + tile, mask=m2, other=0.0)
+            if HAS_DC:
+                dc += tl.load(dc_seq_ptr + t * dc_st + rb[:, None] * dc_sb + rh[None, :], mask=m2, other=0.0)
             c = tl.load(cbuf_ptr + (t + 1) * B * H + tile, mask=m2, other=0.0)
             c_in = tl.load(cbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
             tc = _tanh(c)
             dc += dh * o * (1.0 - tc * tc)
-            d = dg_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
+            d = dg_t + rb[:, None] * 4 * H + rh[None, :]
             tl.store(d, dc * g * i * (1.0 - i), mask=m2)
             tl.store(d + H, dc * c_in * f * (1.0 - f), mask=m2)
             tl.store(d + 2 * H, dc * i * (1.0 - g * g), mask=m2)
             tl.store(d + 3 * H, dh * tc * o * (1.0 - o), mask=m2)
             tl.store(dc_ptr + tile, dc * f * keep[:, None], mask=m2)
-        tl.debug_barrier()
-        for k0 in range(0, H, BLOCK_K):
-            rk = k0 + tl.arange(0, BLOCK_K)
-            mk = rk < H
-            acc = _back_tile(dg_ptr + t * B * 4 * H, w_ptr, rb, mb, rk, mk, B, H, 4,
-                             BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-            tl.store(dh_ptr + rb[:, None] * H + rk[None, :], acc * keep[:, None], mask=mb[:, None] & mk[None, :])
-        tl.debug_barrier()
+        if PERSISTENT:
+            _grid_sync(sync_ptr, (step + 1) * nprog)
+        if PHASE_B:
+            acc = _back_tile(dg_t, wt_ptr, rb, mb, rh, mh, 4 * H, 4 * H, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC, PRECISION)
+            tl.store(dh_ptr + tile, acc * keep[:, None], mask=m2)
 
 
 @triton.jit
-def _gru_gates(xw_ptr, hbuf_ptr, w_ptr, b_ptr, keep, t, rb, mb, rh, mh, B, H,
+def _gru_gates(xw_ptr, h_ptr, w_ptr, b_ptr, keep, rb, mb, rh, mh, H,
                HAS_BIAS: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr,
-               BLOCK_K: tl.constexpr, CDTYPE: tl.constexpr, ACC: tl.constexpr,
-               PRECISION: tl.constexpr):
+               RED: tl.constexpr, CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
     m2 = mb[:, None] & mh[None, :]
-    x_row = xw_ptr + t * B * 3 * H + rb[:, None] * 3 * H + rh[None, :]
-    h_t = hbuf_ptr + t * B * H
-    hr = _recur_tile(h_t, w_ptr, keep, rb, mb, 0, rh, mh, B, H, H, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-    hz = _recur_tile(h_t, w_ptr, keep, rb, mb, H, rh, mh, B, H, H, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-    hn = _recur_tile(h_t, w_ptr, keep, rb, mb, 2 * H, rh, mh, B, H, H, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
+    x_row = xw_ptr + rb[:, None] * 3 * H + rh[None, :]
+    hr, hz, hn, _ = _recur_gates(h_ptr, w_ptr, keep, rb, mb, rh, mh, H, False, BLOCK_B, BLOCK_H, RED, CDTYPE,
+                                 ACC, PRECISION)
     if HAS_BIAS:
         hr += tl.load(b_ptr + rh, mask=mh, other=0.0)[None, :]
         hz += tl.load(b_ptr + H + rh, mask=mh, other=0.0)[None, :]
@@ -172,74 +231,83 @@ def _gru_gates(xw_ptr, hbuf_ptr, w_ptr, b_ptr, keep, t, rb, mb, rh, mh, B, H,
     return r, z, n, hn
 
 
-@triton.jit
-def gru_forward(xw_ptr, w_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, T, B, H,
-                HAS_BIAS: tl.constexpr, SAVE: tl.constexpr, BLOCK_B: tl.constexpr,
-                BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, CDTYPE: tl.constexpr,
-                ACC: tl.constexpr, PRECISION: tl.constexpr):
+@triton.jit(do_not_specialize=["t0", "n_steps"])
+def gru_forward(xw_ptr, w_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, sync_ptr, t0, n_steps, B, H,
+                HAS_BIAS: tl.constexpr, SAVE: tl.constexpr, PERSISTENT: tl.constexpr,
+                BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, RED: tl.constexpr,
+                CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
     rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mb = rb < B
-    for t in range(T):
+    mh = rh < H
+    m2 = mb[:, None] & mh[None, :]
+    tile = rb[:, None] * H + rh[None, :]
+    nprog = tl.num_programs(1)
+    sync_ptr += tl.program_id(0)
+    for s in range(n_steps):
+        t = t0 + s
         keep = tl.load(keep_ptr + t * B + rb, mask=mb, other=0.0)
-        for j0 in range(0, H, BLOCK_H):
-            rh = j0 + tl.arange(0, BLOCK_H)
-            mh = rh < H
-            m2 = mb[:, None] & mh[None, :]
-            r, z, n, hn = _gru_gates(xw_ptr, hbuf_ptr, w_ptr, b_ptr, keep, t, rb, mb, rh, mh, B, H,
-                                     HAS_BIAS, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-            tile = rb[:, None] * H + rh[None, :]
-            h_in = tl.load(hbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
-            tl.store(hbuf_ptr + (t + 1) * B * H + tile, n + z * (h_in - n), mask=m2)
-            if SAVE:
-                a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
-                tl.store(a, r, mask=m2)
-                tl.store(a + H, z, mask=m2)
-                tl.store(a + 2 * H, n, mask=m2)
-                tl.store(a + 3 * H, hn, mask=m2)
-        tl.debug_barrier()
+        r, z, n, hn = _gru_gates(xw_ptr + s * B * 3 * H, hbuf_ptr + t * B * H, w_ptr, b_ptr, keep, rb, mb, rh,
+                                 mh, H, HAS_BIAS, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC, PRECISION)
+        h_in = tl.load(hbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
+        tl.store(hbuf_ptr + (t + 1) * B * H + tile, n + z * (h_in - n), mask=m2)
+        if SAVE:
+            a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
+            tl.store(a, r, mask=m2)
+            tl.store(a + H, z, mask=m2)
+            tl.store(a + 2 * H, n, mask=m2)
+            tl.store(a + 3 * H, hn, mask=m2)
+        if PERSISTENT:
+            _grid_sync(sync_ptr, (s + 1) * nprog)
 
 
-@triton.jit
-def gru_backward(xw_ptr, w_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, dh_seq_ptr, dh_ptr,
-                 direct_ptr, dhw_ptr, dxn_ptr, T, B, H,
-                 HAS_BIAS: tl.constexpr, RECOMPUTE: tl.constexpr, BLOCK_B: tl.constexpr,
-                 BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, CDTYPE: tl.constexpr,
-                 ACC: tl.constexpr, PRECISION: tl.constexpr):
+@triton.jit(do_not_specialize=["t_last", "n_steps"])
+def gru_backward(xw_ptr, w_ptr, wt_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, dh_seq_ptr, dh_ptr,
+                 direct_ptr, dg_ptr, sync_ptr, t_last, n_steps, B, H, dh_st, dh_sb,
+                 HAS_BIAS: tl.constexpr, RECOMPUTE: tl.constexpr, PHASE_A: tl.constexpr,
+                 PHASE_B: tl.constexpr, PERSISTENT: tl.constexpr, BLOCK_B: tl.constexpr,
+                 BLOCK_H: tl.constexpr, RED: tl.constexpr, CDTYPE: tl.constexpr, ACC: tl.constexpr,
+                 PRECISION: tl.constexpr):
+    """As ``lstm_backward``; ``dG`` rows are ``[dr, dz, dn * r, dn]`` (``4H``): the first three
+    are the recurrent pre-activations' gradients, ``dr, dz, dn`` the input projection's."""
     rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mb = rb < B
-    for step in range(T):
-        t = T - 1 - step
+    mh = rh < H
+    m2 = mb[:, None] & mh[None, :]
+    tile = rb[:, None] * H + rh[None, :]
+    nprog = tl.num_programs(1)
+    sync_ptr += tl.program_id(0)
+    t_first = t_last - n_steps + 1
+    for step in range(n_steps):
+        t = t_last - step
+        s = t - t_first
         keep = tl.load(keep_ptr + t * B + rb, mask=mb, other=0.0)
-        for j0 in range(0, H, BLOCK_H):
-            rh = j0 + tl.arange(0, BLOCK_H)
-            mh = rh < H
-            m2 = mb[:, None] & mh[None, :]
-            tile = rb[:, None] * H + rh[None, :]
+        dg_t = dg_ptr + s * B * 4 * H
+        if PHASE_A:
             if RECOMPUTE:
-                r, z, n, hn = _gru_gates(xw_ptr, hbuf_ptr, w_ptr, b_ptr, keep, t, rb, mb, rh, mh, B, H,
-                                         HAS_BIAS, BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
+                r, z, n, hn = _gru_gates(xw_ptr + s * B * 3 * H, hbuf_ptr + t * B * H, w_ptr, b_ptr, keep, rb,
+                                         mb, rh, mh, H, HAS_BIAS, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC, PRECISION)
             else:
                 a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
                 r = tl.load(a, mask=m2, other=0.0)
                 z = tl.load(a + H, mask=m2, other=0.0)
                 n = tl.load(a + 2 * H, mask=m2, other=0.0)
                 hn = tl.load(a + 3 * H, mask=m2, other=0.0)
-            dh = tl.load(dh_ptr + tile, mask=m2, other=0.0) + tl.load(dh_seq_ptr + t * B * H + tile, mask=m2, other=0.0)
+            dh = tl.load(dh_ptr + tile, mask=m2, other=0.0)
+            dh += tl.load(dh_seq_ptr + t * dh_st + rb[:, None] * dh_sb + rh[None, :], mask=m2, other=0.0)
             h_in = tl.load(hbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
             dn = dh * (1.0 - z) * (1.0 - n * n)
-            d = dhw_ptr + t * B * 3 * H + rb[:, None] * 3 * H + rh[None, :]
+            d = dg_t + rb[:, None] * 4 * H + rh[None, :]
             tl.store(d, dn * hn * r * (1.0 - r), mask=m2)
             tl.store(d + H, dh * (h_in - n) * z * (1.0 - z), mask=m2)
             tl.store(d + 2 * H, dn * r, mask=m2)
-            tl.store(dxn_ptr + t * B * H + tile, dn, mask=m2)
+            tl.store(d + 3 * H, dn, mask=m2)
             tl.store(direct_ptr + tile, dh * z, mask=m2)
-        tl.debug_barrier()
-        for k0 in range(0, H, BLOCK_K):
-            rk = k0 + tl.arange(0, BLOCK_K)
-            mk = rk < H
-            m2k = mb[:, None] & mk[None, :]
-            acc = _back_tile(dhw_ptr + t * B * 3 * H, w_ptr, rb, mb, rk, mk, B, H, 3,
-                             BLOCK_B, BLOCK_H, BLOCK_K, CDTYPE, ACC, PRECISION)
-            acc += tl.load(direct_ptr + rb[:, None] * H + rk[None, :], mask=m2k, other=0.0)
-            tl.store(dh_ptr + rb[:, None] * H + rk[None, :], acc * keep[:, None], mask=m2k)
-        tl.debug_barrier()
+        if PERSISTENT:
+            _grid_sync(sync_ptr, (step + 1) * nprog)
+        if PHASE_B:
+            acc = _back_tile(dg_t, wt_ptr, rb, mb, rh, mh, 3 * H, 4 * H, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC,
+                             PRECISION)
+            acc += tl.load(direct_ptr + tile, mask=m2, other=0.0)
+            tl.store(dh_ptr + tile, acc * keep[:, None], mask=m2)

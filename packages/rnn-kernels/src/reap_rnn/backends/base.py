@@ -121,8 +121,9 @@ class LayeredKernel(RecurrentKernel):
             per_layer.append(out)
             inp = out[0]
         y = inp.transpose(0, 1)
-        states = tuple(
-            torch.stack([out[i] for out in per_layer], dim=2).transpose(0, 1)
+        states = tuple(  # one layer: a view, not a copy of every step's state
+            (per_layer[0][i].unsqueeze(2) if len(per_layer) == 1 else torch.stack([out[i] for out in per_layer], dim=2))
+            .transpose(0, 1)
             for i in range(len(per_layer[0]))
         )
         return y, states
