@@ -21,6 +21,16 @@ Steps are separated in one of two ways, chosen by the caller:
   resident at once, so the grid is at most one program per multiprocessor; under Triton's CPU
   interpreter programs run one after another, so only a one-program grid may use it there.
 * one launch per step (per phase in backward): the stream orders the steps.
+
+Loads of data that other programs wrote in the same launch (the previous state, the gate
+gradients) read L2 (``cache_modifier=".cg"``), never the multiprocessor's own L1, which is
+not kept coherent and may hold a line cached before another program wrote into it (a line
+can straddle two steps' rows when a row is not a multiple of 128 bytes). Their loops are not
+software-pipelined (``num_stages=1``): Triton turns pipelined loads into ``cp.async`` copies,
+which cache 4-byte elements in L1 whatever the modifier. (On an H200, float16 operands at
+3 rows x 20 units gave outputs off by up to 0.09, varying from run to run, before this; the
+pipelining is the suspected cause; this change has not yet run on a GPU, and the speeds in
+the package README were measured before it.)
 """
 
 from __future__ import annotations
@@ -71,7 +81,7 @@ def _recur_gates(h_ptr, w_ptr, keep, rb, mb, rh, mh, H, FOUR: tl.constexpr,
     a1 = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
     a2 = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
     a3 = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
-    for k0 in range(0, H, RED):
+    for k0 in tl.range(0, H, RED, num_stages=1):  # not pipelined: see the module docstring
         rk = k0 + tl.arange(0, RED)
         mk = rk < H
         hp = tl.load(h_ptr + rb[:, None] * H + rk[None, :], mask=mb[:, None] & mk[None, :], other=0.0,
@@ -97,7 +107,7 @@ def _back_tile(dg_ptr, wt_ptr, rb, mb, rk, mk, GH, ROW,
     """``dG[rb, :GH] @ W[:GH, rk]`` (``dG`` rows ``ROW`` apart) with ``wt`` = ``W^T`` (``[H, GH]``,
     rows contiguous): ``[BB, BH]``."""
     acc = tl.zeros((BLOCK_B, BLOCK_H), dtype=ACC)
-    for j0 in range(0, GH, RED):
+    for j0 in tl.range(0, GH, RED, num_stages=1):  # not pipelined: see the module docstring
         rj = j0 + tl.arange(0, RED)
         mj = rj < GH
         d = tl.load(dg_ptr + rb[:, None] * ROW + rj[None, :], mask=mb[:, None] & mj[None, :], other=0.0,
