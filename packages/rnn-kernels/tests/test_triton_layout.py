@@ -45,7 +45,8 @@ def test_step_layouts_match_torch(kind, layout, recompute, monkeypatch):
     cls = LSTMModule if kind == "lstm" else GRUModule
     module = cls(input_size=5, hidden_size=20, num_layers=2, in_key="obs", out_key="feat",
                  recurrent_backend="triton", recurrent_recompute=recompute, device=DEVICE).double()
-    td = make_batch(module, 3, 7, torch.float64, torch.Generator().manual_seed(0)).to(DEVICE)
+    steps = 34 if recompute == "full" else 7  # full: three chunks of time (16, 16, 2)
+    td = make_batch(module, 3, steps, torch.float64, torch.Generator().manual_seed(0)).to(DEVICE)
     got, got_grads = outputs_and_grads(module, td, run_module(module, td))
     want, want_grads = outputs_and_grads(module, td, run_reference(module, td))
     assert_close_lists(got, want, TOL[torch.float64], "outputs")
@@ -58,10 +59,11 @@ def test_plan_on_cpu_is_the_interpreter_layout():
     assert triton_backend.plan_for(3, 16, torch.device("cpu")).persistent
 
 
-def test_recompute_works_through_time_in_eighths():
+def test_recompute_works_through_time_in_chunks():
     assert triton_backend._chunks(6, False) == [(0, 6)]
-    assert triton_backend._chunks(6, True) == [(i, i + 1) for i in range(6)]
-    assert triton_backend._chunks(20, True) == [(0, 3), (3, 6), (6, 9), (9, 12), (12, 15), (15, 18), (18, 20)]
+    assert triton_backend._chunks(6, True) == [(0, 6)]
+    assert triton_backend._chunks(40, True) == [(0, 16), (16, 32), (32, 40)]
+    assert triton_backend._chunks(1024, True) == [(t, t + 32) for t in range(0, 1024, 32)]
 
 
 def test_plan_on_a_gpu_spreads_each_step_over_the_multiprocessors(monkeypatch):

@@ -6,8 +6,9 @@ one persistent launch with a grid-wide barrier per step where the grid fits one 
 multiprocessor, else one launch per step (see ``_triton_kernels`` and :func:`plan_for`).
 Backward runs the recurrence in reverse the same way and leaves the input and weight
 gradients to GEMMs over ``[T * B]`` rows. ``recurrent_recompute="full"`` keeps no gate
-activations and works through time in eighths: forward projects the input one eighth at a
-time, backward replays an eighth's projection and gates and turns its gate gradients into
+activations and works through time in chunks (at least 16 steps, at most 32 chunks): forward
+projects the input one chunk at a time, backward replays a chunk's projection and gates and
+turns its gate gradients into
 input and weight gradients before the next, so neither the projection nor the gate
 gradients of the whole sequence exist at once. ``recurrent_matmul_precision`` goes to
 ``tl.dot``; ``recurrent_compute_dtype`` is the dtype of its operands (accumulation stays in
@@ -106,9 +107,10 @@ def plan_for(B: int, H: int, device: torch.device) -> Plan:
 
 
 def _chunks(T: int, recompute: bool) -> list[tuple[int, int]]:
-    """Time ranges processed together: all of them, or (recompute) eighths, so that the input
-    projection and the gate gradients exist for one range at a time."""
-    size = _cdiv(T, 8) if recompute else T
+    """Time ranges processed together: all of them, or (recompute) chunks of at least 16 steps
+    and at most 32 chunks, so that the input projection and the gate gradients exist for one
+    chunk at a time (a chunk's share of the whole sequence's, at most a 16-step one's)."""
+    size = min(T, max(16, _cdiv(T, 32))) if recompute else T
     return [(t0, min(T, t0 + size)) for t0 in range(0, T, size)]
 
 
@@ -197,7 +199,7 @@ class _TritonLayer(torch.autograd.Function):
                                               PERSISTENT=persistent, **opts)
 
             _steps_back(launch, xw, dg, t0, t1, plan)
-            grads.add(t0, t1, dg, hbuf[t0:t1] * keep[t0:t1].unsqueeze(-1))
+            grads.add(t0, t1, dg, hbuf[t0:t1], keep[t0:t1])
         d_b_ih, d_b_hh = grads.biases()
         return grads.d_x, grads.d_w_ih, d_b_ih, d_b_hh, grads.d_w_hh, dh, carry if lstm else None, \
             None, None, None, None
@@ -214,7 +216,7 @@ class _WeightGrads:
         self.d_x = torch.empty_like(x) if want_dx else None
         self.d_w_ih = torch.zeros_like(w_ih)
         self.d_w_hh = torch.zeros_like(w_hh)
-        self.d_b_x = x.new_zeros(w_ih.shape[0]) if has_bias and not lstm else None
+        self.d_b_x = x.new_zeros(w_ih.shape[0]) if has_bias and not lstm else None  # LSTM: d_b_h serves both
         self.d_b_h = x.new_zeros(w_hh.shape[0]) if has_bias else None
 
     def _input_side(self, flat):
@@ -224,21 +226,25 @@ class _WeightGrads:
             return [(flat, slice(None))]
         return [(flat[:, : 2 * H], slice(0, 2 * H)), (flat[:, 3 * H :], slice(2 * H, 3 * H))]
 
-    def add(self, t0, t1, dg, h_in):
+    def add(self, t0, t1, dg, h, keep):
+        """Steps ``t0 .. t1 - 1``: their gate gradients ``dg``, the states entering them ``h``
+        (before the resets) and ``keep``. Scales ``dg``'s recurrent columns in place."""
         n, B, _ = dg.shape
         flat = dg.view(n * B, -1)
         rec = flat if self.lstm else flat[:, : 3 * self.H]
-        xs = self.x[t0:t1].reshape(n * B, -1)
-        self.d_w_hh.addmm_(rec.t(), h_in.reshape(n * B, -1))
         if self.d_b_h is not None:
             self.d_b_h += rec.sum(0)
+        xs = self.x[t0:t1].reshape(n * B, -1)
         dx = None if self.d_x is None else self.d_x[t0:t1].view(n * B, -1)
         for i, (part, rows) in enumerate(self._input_side(flat)):
             self.d_w_ih[rows].addmm_(part.t(), xs)
-            if self.d_b_x is not None and not self.lstm:
+            if self.d_b_x is not None:
                 self.d_b_x[rows] += part.sum(0)
             if dx is not None:  # beta 0 first: d_x starts uninitialised
                 dx.addmm_(part, self.w_ih[rows], beta=float(i > 0))
+        # the state met W_hh times keep: scale dG's rows rather than copy the states
+        rec.mul_(keep.reshape(n * B, 1))
+        self.d_w_hh.addmm_(rec.t(), h.reshape(n * B, -1))
 
     def biases(self):
         if self.lstm:  # one bias vector in the kernel: b_ih and b_hh get the same gradient
