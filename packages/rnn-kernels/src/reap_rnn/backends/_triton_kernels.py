@@ -71,6 +71,32 @@ def _grid_sync(sync_ptr, target):
 
 
 @triton.jit
+def _program_tile(B, H, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr):
+    """This program's rows and units, their masks, the 2-D mask and the ``[B, H]`` offsets."""
+    rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mb = rb < B
+    mh = rh < H
+    return rb, rh, mb, mh, mb[:, None] & mh[None, :], rb[:, None] * H + rh[None, :]
+
+
+@triton.jit
+def _store4(ptr, a, b, c, d, H, mask):
+    """Four ``[BB, BH]`` tiles at ``ptr``, ``ptr + H``, ``ptr + 2H``, ``ptr + 3H`` (a gate row)."""
+    tl.store(ptr, a, mask=mask)
+    tl.store(ptr + H, b, mask=mask)
+    tl.store(ptr + 2 * H, c, mask=mask)
+    tl.store(ptr + 3 * H, d, mask=mask)
+
+
+@triton.jit
+def _load4(ptr, H, mask):
+    """The four tiles :func:`_store4` wrote."""
+    return (tl.load(ptr, mask=mask, other=0.0), tl.load(ptr + H, mask=mask, other=0.0),
+            tl.load(ptr + 2 * H, mask=mask, other=0.0), tl.load(ptr + 3 * H, mask=mask, other=0.0))
+
+
+@triton.jit
 def _recur_gates(h_ptr, w_ptr, keep, rb, mb, rh, mh, H, FOUR: tl.constexpr,
                  BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, RED: tl.constexpr,
                  CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
@@ -139,12 +165,7 @@ def lstm_forward(xw_ptr, w_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr, sync_ptr
                  BLOCK_H: tl.constexpr, RED: tl.constexpr, CDTYPE: tl.constexpr, ACC: tl.constexpr,
                  PRECISION: tl.constexpr):
     """Steps ``t0 .. t0 + n_steps - 1``; ``xw_ptr`` points at step ``t0``'s projection."""
-    rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    mb = rb < B
-    mh = rh < H
-    m2 = mb[:, None] & mh[None, :]
-    tile = rb[:, None] * H + rh[None, :]
+    rb, rh, mb, mh, m2, tile = _program_tile(B, H, BLOCK_B, BLOCK_H)
     nprog = tl.num_programs(1)
     sync_ptr += tl.program_id(0)
     for s in range(n_steps):
@@ -157,11 +178,7 @@ def lstm_forward(xw_ptr, w_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr, sync_ptr
         tl.store(cbuf_ptr + (t + 1) * B * H + tile, c, mask=m2)
         tl.store(hbuf_ptr + (t + 1) * B * H + tile, o * _tanh(c), mask=m2)
         if SAVE:
-            a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
-            tl.store(a, i, mask=m2)
-            tl.store(a + H, f, mask=m2)
-            tl.store(a + 2 * H, g, mask=m2)
-            tl.store(a + 3 * H, o, mask=m2)
+            _store4(acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :], i, f, g, o, H, m2)
         if PERSISTENT:
             _grid_sync(sync_ptr, (s + 1) * nprog)
 
@@ -176,12 +193,7 @@ def lstm_backward(xw_ptr, w_ptr, wt_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr,
     """Steps ``t_last`` down to ``t_last - n_steps + 1``. ``xw_ptr`` (with ``RECOMPUTE``) and
     ``dg_ptr`` point at step ``t_last - n_steps + 1``'s rows; ``dh``/``dc`` carry ``[B, H]``; the
     incoming ``dh_seq``/``dc_seq`` may be strided (time stride ``*_st``, batch stride ``*_sb``)."""
-    rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    mb = rb < B
-    mh = rh < H
-    m2 = mb[:, None] & mh[None, :]
-    tile = rb[:, None] * H + rh[None, :]
+    rb, rh, mb, mh, m2, tile = _program_tile(B, H, BLOCK_B, BLOCK_H)
     nprog = tl.num_programs(1)
     sync_ptr += tl.program_id(0)
     t_first = t_last - n_steps + 1
@@ -195,11 +207,7 @@ def lstm_backward(xw_ptr, w_ptr, wt_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr,
                 i, f, g, o = _lstm_gates(xw_ptr + s * B * 4 * H, hbuf_ptr + t * B * H, w_ptr, keep, rb, mb, rh,
                                          mh, H, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC, PRECISION)
             else:
-                a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
-                i = tl.load(a, mask=m2, other=0.0)
-                f = tl.load(a + H, mask=m2, other=0.0)
-                g = tl.load(a + 2 * H, mask=m2, other=0.0)
-                o = tl.load(a + 3 * H, mask=m2, other=0.0)
+                i, f, g, o = _load4(acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :], H, m2)
             dh = tl.load(dh_ptr + tile, mask=m2, other=0.0)
             if HAS_DH:
                 dh += tl.load(dh_seq_ptr + t * dh_st + rb[:, None] * dh_sb + rh[None, :], mask=m2, other=0.0)
@@ -210,11 +218,8 @@ def lstm_backward(xw_ptr, w_ptr, wt_ptr, keep_ptr, hbuf_ptr, cbuf_ptr, acts_ptr,
             c_in = tl.load(cbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
             tc = _tanh(c)
             dc += dh * o * (1.0 - tc * tc)
-            d = dg_t + rb[:, None] * 4 * H + rh[None, :]
-            tl.store(d, dc * g * i * (1.0 - i), mask=m2)
-            tl.store(d + H, dc * c_in * f * (1.0 - f), mask=m2)
-            tl.store(d + 2 * H, dc * i * (1.0 - g * g), mask=m2)
-            tl.store(d + 3 * H, dh * tc * o * (1.0 - o), mask=m2)
+            _store4(dg_t + rb[:, None] * 4 * H + rh[None, :], dc * g * i * (1.0 - i), dc * c_in * f * (1.0 - f),
+                    dc * i * (1.0 - g * g), dh * tc * o * (1.0 - o), H, m2)
             tl.store(dc_ptr + tile, dc * f * keep[:, None], mask=m2)
         if PERSISTENT:
             _grid_sync(sync_ptr, (step + 1) * nprog)
@@ -246,12 +251,7 @@ def gru_forward(xw_ptr, w_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, sync_ptr, t0
                 HAS_BIAS: tl.constexpr, SAVE: tl.constexpr, PERSISTENT: tl.constexpr,
                 BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, RED: tl.constexpr,
                 CDTYPE: tl.constexpr, ACC: tl.constexpr, PRECISION: tl.constexpr):
-    rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    mb = rb < B
-    mh = rh < H
-    m2 = mb[:, None] & mh[None, :]
-    tile = rb[:, None] * H + rh[None, :]
+    rb, rh, mb, mh, m2, tile = _program_tile(B, H, BLOCK_B, BLOCK_H)
     nprog = tl.num_programs(1)
     sync_ptr += tl.program_id(0)
     for s in range(n_steps):
@@ -262,11 +262,7 @@ def gru_forward(xw_ptr, w_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, sync_ptr, t0
         h_in = tl.load(hbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
         tl.store(hbuf_ptr + (t + 1) * B * H + tile, n + z * (h_in - n), mask=m2)
         if SAVE:
-            a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
-            tl.store(a, r, mask=m2)
-            tl.store(a + H, z, mask=m2)
-            tl.store(a + 2 * H, n, mask=m2)
-            tl.store(a + 3 * H, hn, mask=m2)
+            _store4(acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :], r, z, n, hn, H, m2)
         if PERSISTENT:
             _grid_sync(sync_ptr, (s + 1) * nprog)
 
@@ -280,12 +276,7 @@ def gru_backward(xw_ptr, w_ptr, wt_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, dh_
                  PRECISION: tl.constexpr):
     """As ``lstm_backward``; ``dG`` rows are ``[dr, dz, dn * r, dn]`` (``4H``): the first three
     are the recurrent pre-activations' gradients, ``dr, dz, dn`` the input projection's."""
-    rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
-    rh = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    mb = rb < B
-    mh = rh < H
-    m2 = mb[:, None] & mh[None, :]
-    tile = rb[:, None] * H + rh[None, :]
+    rb, rh, mb, mh, m2, tile = _program_tile(B, H, BLOCK_B, BLOCK_H)
     nprog = tl.num_programs(1)
     sync_ptr += tl.program_id(0)
     t_first = t_last - n_steps + 1
@@ -299,20 +290,13 @@ def gru_backward(xw_ptr, w_ptr, wt_ptr, b_ptr, keep_ptr, hbuf_ptr, acts_ptr, dh_
                 r, z, n, hn = _gru_gates(xw_ptr + s * B * 3 * H, hbuf_ptr + t * B * H, w_ptr, b_ptr, keep, rb,
                                          mb, rh, mh, H, HAS_BIAS, BLOCK_B, BLOCK_H, RED, CDTYPE, ACC, PRECISION)
             else:
-                a = acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :]
-                r = tl.load(a, mask=m2, other=0.0)
-                z = tl.load(a + H, mask=m2, other=0.0)
-                n = tl.load(a + 2 * H, mask=m2, other=0.0)
-                hn = tl.load(a + 3 * H, mask=m2, other=0.0)
+                r, z, n, hn = _load4(acts_ptr + t * B * 4 * H + rb[:, None] * 4 * H + rh[None, :], H, m2)
             dh = tl.load(dh_ptr + tile, mask=m2, other=0.0)
             dh += tl.load(dh_seq_ptr + t * dh_st + rb[:, None] * dh_sb + rh[None, :], mask=m2, other=0.0)
             h_in = tl.load(hbuf_ptr + t * B * H + tile, mask=m2, other=0.0) * keep[:, None]
             dn = dh * (1.0 - z) * (1.0 - n * n)
-            d = dg_t + rb[:, None] * 4 * H + rh[None, :]
-            tl.store(d, dn * hn * r * (1.0 - r), mask=m2)
-            tl.store(d + H, dh * (h_in - n) * z * (1.0 - z), mask=m2)
-            tl.store(d + 2 * H, dn * r, mask=m2)
-            tl.store(d + 3 * H, dn, mask=m2)
+            _store4(dg_t + rb[:, None] * 4 * H + rh[None, :], dn * hn * r * (1.0 - r), dh * (h_in - n) * z * (1.0 - z),
+                    dn * r, dn, H, m2)
             tl.store(direct_ptr + tile, dh * z, mask=m2)
         if PERSISTENT:
             _grid_sync(sync_ptr, (step + 1) * nprog)
