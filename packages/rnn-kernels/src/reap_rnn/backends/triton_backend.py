@@ -8,9 +8,8 @@ Backward runs the recurrence in reverse the same way and leaves the input and we
 gradients to GEMMs over ``[T * B]`` rows. ``recurrent_recompute="full"`` keeps no gate
 activations and works through time in chunks (at least 16 steps, at most 32 chunks): forward
 projects the input one chunk at a time, backward replays a chunk's projection and gates and
-turns its gate gradients into
-input and weight gradients before the next, so neither the projection nor the gate
-gradients of the whole sequence exist at once. ``recurrent_matmul_precision`` goes to
+turns its gate gradients into input and weight gradients before the next, so neither the
+projection nor the gate gradients of the whole sequence exist at once. ``recurrent_matmul_precision`` goes to
 ``tl.dot``; ``recurrent_compute_dtype`` is the dtype of its operands (accumulation stays in
 the state dtype). Runs on CUDA tensors, or on the CPU under ``TRITON_INTERPRET=1`` (Triton's
 interpreter: slow, for tests); anything else is an error naming the fix.
@@ -86,8 +85,10 @@ def plan_for(B: int, H: int, device: torch.device) -> Plan:
 
     On a GPU: the most programs that stay within one per multiprocessor (the persistent
     kernel's residency condition), each step's work spread as widely as possible; among
-    layouts with as many programs, the wider hidden tile, then the narrower batch tile (measured faster on an H200: 11.7 ms
-    against 12.3 for ``[256, 128]`` x 256, 79.8 against 82.6 for ``[64, 256]`` x 1024). A batch
+    layouts with as many programs, the wider hidden tile, then the narrower batch tile
+    (measured faster on an H200: 11.7 ms against 12.3 for ``[256, 128]`` x 256, 79.8 against
+    82.6 for ``[64, 256]`` x 1024; 32 programs against 16 for ``[32, 128]`` 2 x 256: 12.2 ms
+    against 21.9). A batch
     too large for one program per multiprocessor even with 64 x 64 tiles runs one launch per
     step. Under the interpreter tiles are 16 wide and only a one-program grid is persistent
     (its programs run one after another).
