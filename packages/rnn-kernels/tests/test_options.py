@@ -175,6 +175,8 @@ def test_auto_is_triton_on_cuda_pad_elsewhere_scan_under_compile(monkeypatch):
     has_triton = importlib.util.find_spec("triton") is not None
     assert set(module._kernels) == {"pad", "scan", "triton"} if has_triton else {"pad", "scan"}
     assert module.auto_backend("cuda") == ("triton" if has_triton else "pad")
+    wide = LSTMModule(input_size=3, hidden_size=1024, in_key="x", out_key="y", recurrent_backend="auto")
+    assert wide.auto_backend("cuda") == "pad"  # pad measured faster there
     monkeypatch.setattr(reap_rnn.modules, "_is_compiling", lambda: True)
     assert module.auto_backend("cuda") == module.auto_backend("cpu") == "scan"
 
