@@ -23,9 +23,10 @@ _SPEC_CLASSES = (
 )
 _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")
 _ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
+_MODULE_HELPERS = ("get_env_transforms_from_module", "get_primers_from_module")
 _HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
           **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs",
-          "seed_generator": "reap.envs.seeding"}
+          "seed_generator": "reap.envs.seeding", **{n: "reap.collectors.policy_transforms" for n in _MODULE_HELPERS}}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
@@ -54,7 +55,8 @@ MODULES = {
     "reap.envs.libs.gym": ("GymEnv",),
     "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup", "seed_generator"),
-    "reap.modules": ("RandomPolicy",),
+    "reap.modules": ("RandomPolicy", *_MODULE_HELPERS),
+    "reap.modules.utils": _MODULE_HELPERS,
     "reap.modules.tensordict_module": ("RandomPolicy",),
 }
 

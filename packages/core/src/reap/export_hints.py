@@ -260,8 +260,7 @@ TORCHRL_ONLY = {
         "Squeeze2dLayer", "SqueezeLayer", "SymExpTwoHot", "SymLogValueTransform", "TanhDelta",
         "TanhModule", "TanhNormal", "TinyVLA", "TruncatedNormal", "UCB1TunedScore", "UCBScore",
         "VDNMixer", "VLAWrapperBase", "ValueNorm", "ValueOperator", "ValueTransform", "VmapModule",
-        "WorldModel", "WorldModelWrapper", "distributions_maps", "functional",
-        "get_env_transforms_from_module", "get_primers_from_module", "reset_noise",
+        "WorldModel", "WorldModelWrapper", "distributions_maps", "functional", "reset_noise",
         "set_exploration_modules_spec_from_env", "signed_hyperbolic", "signed_parabolic", "symexp",
         "symlog"
     ),

@@ -74,4 +74,80 @@ def with_policy_transforms(env: EnvBase, policy, register: bool | None, owner: s
     return env
 
 
-__all__ = ["missing_policy_transforms", "with_policy_transforms"]
+def get_primers_from_module(module, warn: bool = True, strict: bool = True):
+    """The ``TensorDictPrimer`` of every submodule of ``module`` that makes one, as TorchRL's:
+    ``None`` when there is none (with a warning unless ``warn=False``), the primer itself when
+    there is one, else a ``Compose`` of them. With ``strict=False`` a submodule whose
+    ``make_tensordict_primer()`` raises is left out with a warning naming it.
+
+    Examples:
+        >>> from reap import GRUModule
+        >>> gru = GRUModule(input_size=4, hidden_size=8, in_key="observation", out_key="features")
+        >>> type(get_primers_from_module(gru)).__name__
+        'TensorDictPrimer'
+    """
+    from reap.envs.transforms import Compose
+
+    primers, failed = [], []
+    for sub in module.modules() if isinstance(module, torch.nn.Module) else ():
+        make = getattr(sub, "make_tensordict_primer", None)
+        if not callable(make):
+            continue
+        try:
+            primers.append(make())
+        except Exception as exc:
+            if strict:
+                raise
+            failed.append(f"{type(sub).__name__}: {exc}")
+    if failed:
+        warnings.warn("get_primers_from_module: left out the submodules whose primer could not be built ("
+                      + "; ".join(sorted(set(failed))) + "); add their primers to the env yourself", stacklevel=2)
+    if not primers:
+        if warn:
+            warnings.warn("get_primers_from_module: no primers found in the module", stacklevel=2)
+        return None
+    return primers[0] if len(primers) == 1 else Compose(*primers)
+
+
+def get_env_transforms_from_module(module, init_key: str = "is_init"):
+    """What a recurrent ``module`` needs on its env, as TorchRL's: ``Compose(InitTracker,
+    primer)``, or the ``InitTracker`` alone when no submodule makes a primer.
+
+    Examples:
+        >>> from reap import GRUModule
+        >>> gru = GRUModule(input_size=4, hidden_size=8, in_key="observation", out_key="features")
+        >>> [type(t).__name__ for t in get_env_transforms_from_module(gru)]
+        ['InitTracker', 'TensorDictPrimer']
+    """
+    from reap.envs.transforms import Compose, InitTracker
+
+    primer = get_primers_from_module(module, warn=False)
+    tracker = InitTracker(init_key=init_key)
+    return tracker if primer is None else Compose(tracker, primer)
+
+
+def env_with_policy_transforms(env: EnvBase, policy, init_key: str = "is_init") -> EnvBase:
+    """``env`` with what ``policy`` (an ``nn.Module``) needs and ``env`` lacks appended, as
+    TorchRL's ``EnvBase(..., policy=policy)``: an ``InitTracker`` unless an ``init_key`` entry is
+    already observed (whether or not the policy is recurrent, as TorchRL), and each primer whose
+    states the env does not produce. A policy that is not a module (a factory, a function) adds
+    nothing."""
+    from reap.envs.transforms import Compose, InitTracker
+
+    if not isinstance(policy, torch.nn.Module):
+        return env
+    produced = set(env.full_observation_spec.keys(True, True)) | set(env.full_state_spec.keys(True, True))
+    needed = []
+    if not any(key == init_key or (isinstance(key, tuple) and key[-1] == init_key) for key in produced):
+        needed.append(InitTracker(init_key=init_key))
+    primer = get_primers_from_module(policy, warn=False, strict=False)
+    for transform in list(primer) if isinstance(primer, Compose) else [primer] if primer is not None else []:
+        if not set(transform.primers.keys(True, True)) <= produced:
+            needed.append(transform)
+    for transform in needed:
+        env = env.append_transform(transform)
+    return env
+
+
+__all__ = ["env_with_policy_transforms", "get_env_transforms_from_module", "get_primers_from_module",
+           "missing_policy_transforms", "with_policy_transforms"]

@@ -71,10 +71,14 @@ def is_hidden(key) -> bool:
 
 
 class _EnvMeta(type):
-    """Locks the specs once the env is built, as TorchRL's ``EnvBase`` (``spec_locked=False``: not)."""
+    """Locks the specs once the env is built, as TorchRL's ``EnvBase`` (``spec_locked=False``: not);
+    with ``policy=`` (TorchRL's keyword, on every env class) returns the env with the transforms the
+    policy needs appended (``InitTracker``, recurrent primers: see
+    :func:`reap.collectors.policy_transforms.env_with_policy_transforms`)."""
 
     def __call__(cls, *args, **kwargs):
         spec_locked = kwargs.pop("spec_locked", True)
+        policy = kwargs.pop("policy", None)
         env = super().__call__(*args, **kwargs)
         if isinstance(env, EnvBase) and not env.__dict__.get("_specs_initialized"):
             raise RuntimeError(f"{type(env).__name__}.__init__ must call super().__init__(batch_size=..., "
@@ -82,6 +86,10 @@ class _EnvMeta(type):
         env._complete_done_specs()
         env._check_key_collisions()
         env.set_spec_lock_(bool(spec_locked))
+        if policy is not None:
+            from reap.collectors.policy_transforms import env_with_policy_transforms
+
+            env = env_with_policy_transforms(env, policy)
         return env
 
 
