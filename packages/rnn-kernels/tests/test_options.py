@@ -195,7 +195,7 @@ def test_layers_match_torch():
 
 MODULES = ["reap_rnn", "reap_rnn.modules", "reap_rnn.mode", "reap_rnn.precision", "reap_rnn.layers",
            "reap_rnn.plugin", "reap_rnn.testing", "reap_rnn.backends.base", "reap_rnn.backends.pad",
-           "reap_rnn.backends.scan"]
+           "reap_rnn.backends.scan", "reap_rnn.backends.loop"]
 
 
 @pytest.mark.parametrize("name", MODULES)

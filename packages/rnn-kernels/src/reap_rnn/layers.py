@@ -3,7 +3,9 @@
 
 Same parameters, state dict and call signature as torch's (``batch_first=True`` by default, and
 the positional order of TorchRL's python-based layers), computed by plain torch ops over time
-instead of torch's fused kernel, so the layer traces under ``torch.compile`` as one graph. As in
+instead of torch's fused kernel. Dynamo refuses ``torch.nn.LSTM``/``GRU`` subclasses, so
+``torch.compile`` traces the layer only with ``torch._dynamo.config.allow_rnn = True`` (then as
+one graph). As in
 TorchRL, ``forward`` takes a ``mask`` (``[B, T]``, time-major without ``batch_first``): where it
 is False the state is carried over unchanged (padding at the end of shorter sequences). No
 ``bidirectional`` (``NotImplementedError``, as TorchRL's), ``proj_size`` or packed input.

@@ -19,6 +19,8 @@ from tensordict.utils import unravel_key_list
 
 from reap.plugins import PluginNotInstalledError, get_recurrent_backend
 from reap_rnn.backends.base import RNNSpec, layer_weights
+from reap_rnn.backends.loop import LoopKernel
+from reap_rnn.layers import _ScanRNN
 from reap_rnn.mode import recurrent_mode
 from reap_rnn.precision import check_precision
 
@@ -26,6 +28,7 @@ BACKENDS = ("auto", "pad", "scan", "triton")
 #: The largest hidden size "auto" runs on "triton" (CUDA). Measured on an H200: triton 2-3x
 #: faster than pad at 256, pad 1.0-1.2x faster at 1024; 512 is between, unmeasured.
 AUTO_TRITON_MAX_HIDDEN = 512
+_LOOP = LoopKernel()
 RECOMPUTE = ("none", "full")
 
 
@@ -166,7 +169,9 @@ class _RecurrentModule(TensorDictModuleBase):
 
     def make_python_based(self):
         """Hold the weights (the same parameters) in reap's ``LSTM``/``GRU`` layer, TorchRL's
-        python-based layer; returns ``self``. reap's backends compute the same either way.
+        python-based layer; returns ``self``. Where ``"pad"`` would run, the module then runs
+        plain torch ops step by step (:mod:`reap_rnn.backends.loop`: ``torch.vmap`` goes
+        through); the other backends compute the same either way.
 
         Examples:
             >>> from reap_rnn import GRU, GRUModule
@@ -307,9 +312,10 @@ class _RecurrentModule(TensorDictModuleBase):
         return "pad"
 
     def _backend(self, device):
-        if self.recurrent_backend == "auto":
-            return self._kernels[self.auto_backend(device)]
-        return self._kernels[self.recurrent_backend]
+        name = self.auto_backend(device) if self.recurrent_backend == "auto" else self.recurrent_backend
+        if name == "pad" and isinstance(self._rnn, _ScanRNN):  # python_based: Python-level steps
+            return _LOOP
+        return self._kernels[name]
 
     def __repr__(self) -> str:
         text = super().__repr__()
