@@ -29,7 +29,13 @@ def reference(rnn: torch.nn.RNNBase, x, state0, is_init):
     """``y`` ``[B, T, H]`` and the states after every step ``[B, T, L, H]`` (tuple)."""
     B, T = is_init.shape
     is_init = is_init.cpu()  # read step by step in Python: one copy, not a device sync per step
-    lstm = isinstance(rnn, torch.nn.LSTM)
+    lstm = rnn.mode == "LSTM"
+    if type(rnn) not in (torch.nn.LSTM, torch.nn.GRU):  # reap's python-based layer: torch's own, same parameters
+        torch_rnn = (torch.nn.LSTM if lstm else torch.nn.GRU)(rnn.input_size, rnn.hidden_size, rnn.num_layers,
+                                                            bias=rnn.bias, batch_first=True, device="meta")
+        for name, param in rnn.named_parameters():
+            setattr(torch_rnn, name, param)
+        rnn = torch_rnn
     ys, states = [], []
     for b in range(B):
         state = tuple(s[:, b : b + 1].contiguous() for s in state0)

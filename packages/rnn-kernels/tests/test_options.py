@@ -276,3 +276,17 @@ def test_scan_kernel_compiles_to_one_graph(backend):
     (grad_ref,) = torch.autograd.grad(want, x_ref)
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(grad, grad_ref)
+
+
+@pytest.mark.parametrize("cls", [reap_rnn.LSTM, reap_rnn.GRU])
+def test_python_layers_trace_under_dynamo(cls):
+    """Like TorchRL's, reap's python-based layers are ``nn.RNNBase`` but not ``nn.LSTM``/``nn.GRU``
+    (Dynamo refuses those without ``allow_rnn``): one graph, masked steps included."""
+    torch.manual_seed(0)
+    layer = cls(3, 4, num_layers=2)
+    assert isinstance(layer, torch.nn.RNNBase) and not isinstance(layer, (torch.nn.LSTM, torch.nn.GRU))
+    x, mask = torch.randn(2, 5, 3), torch.ones(2, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    compiled = torch.compile(lambda x, mask: layer(x, mask=mask), fullgraph=True, backend="eager")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, mask), layer(x, mask=mask))

@@ -3,9 +3,8 @@
 
 Same parameters, state dict and call signature as torch's (``batch_first=True`` by default, and
 the positional order of TorchRL's python-based layers), computed by plain torch ops over time
-instead of torch's fused kernel. Dynamo refuses ``torch.nn.LSTM``/``GRU`` subclasses, so
-``torch.compile`` traces the layer only with ``torch._dynamo.config.allow_rnn = True`` (then as
-one graph). As in
+instead of torch's fused kernel. Like TorchRL's they subclass ``torch.nn.RNNBase``, not
+``torch.nn.LSTM``/``GRU``, whose instances Dynamo refuses: ``torch.compile`` traces them. As in
 TorchRL, ``forward`` takes a ``mask`` (``[B, T]``, time-major without ``batch_first``): where it
 is False the state is carried over unchanged (padding at the end of shorter sequences). No
 ``bidirectional`` (``NotImplementedError``, as TorchRL's), ``proj_size`` or packed input.
@@ -93,8 +92,9 @@ class _ScanRNN:
         return torch.stack(ys, 1), tuple(torch.stack(s, 0) for s in states)
 
 
-class LSTM(_ScanRNN, torch.nn.LSTM):
-    """``torch.nn.LSTM`` computed by reap's scan; TorchRL's python-based ``LSTM`` arguments.
+class LSTM(_ScanRNN, torch.nn.RNNBase):
+    """``torch.nn.LSTM``'s parameters computed by reap's scan; TorchRL's python-based ``LSTM``
+    arguments. Like TorchRL's, an ``nn.RNNBase`` but not an ``nn.LSTM`` (Dynamo traces it).
 
     Examples:
         >>> import torch
@@ -110,7 +110,7 @@ class LSTM(_ScanRNN, torch.nn.LSTM):
     def __init__(self, input_size, hidden_size, num_layers=1, batch_first=True, bias=True,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, use_scan=False):
         self._check(bidirectional, proj_size)
-        super().__init__(input_size, hidden_size, num_layers, bias=bias, batch_first=batch_first,
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias=bias, batch_first=batch_first,
                          dropout=dropout, device=device, dtype=dtype)
         self.use_scan = use_scan  # TorchRL's opt-in scan: reap's layer always scans
 
@@ -122,8 +122,9 @@ class LSTM(_ScanRNN, torch.nn.LSTM):
         return self._run(input, hx, mask)
 
 
-class GRU(_ScanRNN, torch.nn.GRU):
-    """``torch.nn.GRU`` computed by reap's scan; TorchRL's python-based ``GRU`` arguments.
+class GRU(_ScanRNN, torch.nn.RNNBase):
+    """``torch.nn.GRU``'s parameters computed by reap's scan; TorchRL's python-based ``GRU``
+    arguments. Like TorchRL's, an ``nn.RNNBase`` but not an ``nn.GRU`` (Dynamo traces it).
 
     Examples:
         >>> import torch
@@ -139,7 +140,7 @@ class GRU(_ScanRNN, torch.nn.GRU):
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=True,
                  dropout=0.0, bidirectional=False, device=None, dtype=None, use_scan=False):
         self._check(bidirectional)
-        super().__init__(input_size, hidden_size, num_layers, bias=bias, batch_first=batch_first,
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias=bias, batch_first=batch_first,
                          dropout=dropout, device=device, dtype=dtype)
         self.use_scan = use_scan  # TorchRL's opt-in scan: reap's layer always scans
 

@@ -18,6 +18,7 @@ from tensordict.nn import TensorDictModuleBase, dispatch
 from tensordict.utils import unravel_key_list
 
 from reap.plugins import PluginNotInstalledError, get_recurrent_backend
+from reap_rnn import layers
 from reap_rnn.backends.base import RNNSpec, layer_weights
 from reap_rnn.backends.loop import LoopKernel
 from reap_rnn.layers import _ScanRNN
@@ -57,8 +58,10 @@ class _RecurrentModule(TensorDictModuleBase):
         if rnn is not None:
             if input_size is not None or hidden_size is not None:
                 raise ValueError(f"{cls}: pass either {name}= or input_size/hidden_size, not both")
-            if not isinstance(rnn, self.rnn_cls):
-                raise TypeError(f"{cls}: {name}= must be a torch.nn.{self.rnn_cls.__name__}, got {type(rnn).__name__}")
+            python_layer = getattr(layers, self.rnn_cls.__name__)
+            if not isinstance(rnn, (self.rnn_cls, python_layer)):
+                raise TypeError(f"{cls}: {name}= must be a torch.nn.{self.rnn_cls.__name__} (or reap's python-based "
+                                f"{self.rnn_cls.__name__}), got {type(rnn).__name__}")
             if not rnn.batch_first:
                 raise ValueError(f"{cls}: {name}= must be built with batch_first=True")
         else:
@@ -154,8 +157,6 @@ class _RecurrentModule(TensorDictModuleBase):
     # ---- the wrapped layer -----------------------------------------------------------------
     def _python_based(self, rnn):
         """``rnn``'s weights (the same parameters) in reap's ``LSTM``/``GRU`` layer class."""
-        from reap_rnn import layers
-
         cls = getattr(layers, self.rnn_cls.__name__)
         if isinstance(rnn, cls):
             return rnn
