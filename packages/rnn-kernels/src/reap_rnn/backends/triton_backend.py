@@ -17,6 +17,7 @@ interpreter: slow, for tests); anything else is an error naming the fix.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -316,9 +317,11 @@ class TritonKernel(LayeredKernel):
         if inp.dtype not in (torch.float32, torch.float64):
             raise RuntimeError(f"recurrent_backend='triton' supports float32 and float64 inputs, got {inp.dtype}")
         config = _Config(spec, inp.dtype)
-        out = _TritonLayer.apply(inp.contiguous(), w.w_ih, w.b_ih, w.b_hh, w.w_hh, h0.contiguous(),
-                                 None if c0 is None else c0.contiguous(), keep, spec.kind == "lstm",
-                                 spec.recompute == "full", config)
+        # Triton launches on the current device: make it the input's (cuda:1 while cuda:0 is current)
+        with torch.cuda.device(inp.device) if inp.is_cuda else contextlib.nullcontext():
+            out = _TritonLayer.apply(inp.contiguous(), w.w_ih, w.b_ih, w.b_hh, w.w_hh, h0.contiguous(),
+                                     None if c0 is None else c0.contiguous(), keep, spec.kind == "lstm",
+                                     spec.recompute == "full", config)
         return out if isinstance(out, tuple) else (out,)
 
 
