@@ -438,6 +438,21 @@ def test_auto_register_policy_transforms_appends_what_the_recurrent_policy_needs
         assert [type(t).__name__ for t in c.env.transform] == ["StepCounter", "InitTracker", "TensorDictPrimer"]
 
 
+def test_auto_register_policy_transforms_true_tracks_inits_for_any_module_policy():
+    """TorchRL's rule: with True, a module policy that is not recurrent gets an InitTracker too
+    (its batches gain "is_init"); unset, reap warns only for what a recurrent module needs
+    (TorchRL warns for every module policy: README "What differs")."""
+    policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+    with Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4, total_frames=4,
+                   auto_register_policy_transforms=True) as c:
+        assert type(c.env.transform).__name__ == "InitTracker"
+        assert next(iter(c))["is_init"][:, 0].tolist() == [True, False, False, False]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        with Collector(GymEnv("Pendulum-v1"), policy, frames_per_batch=4, total_frames=4) as c:
+            assert "is_init" not in next(iter(c)).keys()
+
+
 def test_auto_register_policy_transforms_unset_warns_and_false_is_silent():
     pytest.importorskip("reap_rnn")
     with pytest.warns(FutureWarning, match=r"lacks transforms the policy needs \(InitTracker, TensorDictPrimer\); "

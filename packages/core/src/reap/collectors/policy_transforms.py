@@ -4,8 +4,10 @@
 A recurrent module (reap-rnn-kernels' ``LSTMModule``/``GRUModule``, or any module with a
 ``make_tensordict_primer()``) reads ``"is_init"`` and its recurrent states from the env: an
 ``InitTracker`` and the module's ``TensorDictPrimer``. With ``auto_register_policy_transforms=True``
-a collector appends those the env lacks; left unset, it warns (``FutureWarning``, as TorchRL,
-whose default becomes True in 0.15) and the env is used as it is; ``False`` says nothing.
+a collector appends those the env lacks, and, as TorchRL, an ``InitTracker`` for any module
+policy; left unset, it warns (``FutureWarning``, as TorchRL, whose default becomes True in 0.15)
+for what a recurrent module needs (TorchRL for any module policy) and the env is used as it is;
+``False`` says nothing. An env built with ``policy=`` gets them as with True.
 
 Examples:
     >>> from reap import GymEnv
@@ -31,24 +33,30 @@ def _recurrent_modules(policy) -> list:
     return [m for m in policy.modules() if callable(getattr(m, "make_tensordict_primer", None))]
 
 
-def missing_policy_transforms(env: EnvBase, policy) -> list:
-    """The transforms ``policy``'s recurrent modules need that ``env`` lacks: an ``InitTracker``
-    if one reads ``"is_init"`` and the env has none, and each module's primer whose states the
-    env does not produce."""
-    from reap.envs.transforms import InitTracker
+def missing_policy_transforms(env: EnvBase, policy, *, init_key: str = "is_init", any_module: bool = False) -> list:
+    """The transforms ``policy`` needs that ``env`` lacks: an ``InitTracker`` if a recurrent module
+    reads ``init_key`` (with ``any_module``, TorchRL's rule: for any ``nn.Module`` policy) and no
+    such entry is observed, and each recurrent module's primer whose states the env does not
+    produce (with ``any_module``, a primer that cannot be built is left out with a warning)."""
+    from reap.envs.transforms import Compose, InitTracker
 
+    if not isinstance(policy, torch.nn.Module):
+        return []
     modules = _recurrent_modules(policy)
-    if not modules:
+    if not modules and not any_module:
         return []
     produced = set(env.full_observation_spec.keys(True, True)) | set(env.full_state_spec.keys(True, True))
     missing = []
-    if "is_init" not in produced and any("is_init" in getattr(m, "in_keys", ()) for m in modules):
-        missing.append(InitTracker())
-    for module in modules:
-        primer = module.make_tensordict_primer()
-        if any(key not in produced for key in primer.primers.keys(True, True)):
-            missing.append(primer)
-            produced |= set(primer.primers.keys(True, True))
+    wants_init = any_module or any(init_key in getattr(m, "in_keys", ()) for m in modules)
+    if wants_init and not any(key == init_key or (isinstance(key, tuple) and key[-1] == init_key)
+                              for key in produced):
+        missing.append(InitTracker(init_key=init_key))
+    primer = get_primers_from_module(policy, warn=False, strict=not any_module)
+    for transform in list(primer) if isinstance(primer, Compose) else [primer] if primer is not None else []:
+        keys = set(transform.primers.keys(True, True))
+        if not keys <= produced:
+            missing.append(transform)
+            produced |= keys
     return missing
 
 
@@ -59,7 +67,9 @@ def with_policy_transforms(env: EnvBase, policy, register: bool | None, owner: s
         raise TypeError(f"{owner}: auto_register_policy_transforms must be True, False or None, got {register!r}")
     if register is False:
         return env
-    missing = missing_policy_transforms(env, policy)
+    # True: TorchRL's rule (an InitTracker for any module policy); unset: warn only for what a
+    # recurrent module needs (TorchRL warns for every module policy lacking an InitTracker)
+    missing = missing_policy_transforms(env, policy, any_module=register is True)
     if not missing:
         return env
     if register is None:
@@ -127,24 +137,11 @@ def get_env_transforms_from_module(module, init_key: str = "is_init"):
 
 
 def env_with_policy_transforms(env: EnvBase, policy, init_key: str = "is_init") -> EnvBase:
-    """``env`` with what ``policy`` (an ``nn.Module``) needs and ``env`` lacks appended, as
-    TorchRL's ``EnvBase(..., policy=policy)``: an ``InitTracker`` unless an ``init_key`` entry is
-    already observed (whether or not the policy is recurrent, as TorchRL), and each primer whose
-    states the env does not produce. A policy that is not a module (a factory, a function) adds
-    nothing."""
-    from reap.envs.transforms import Compose, InitTracker
-
-    if not isinstance(policy, torch.nn.Module):
-        return env
-    produced = set(env.full_observation_spec.keys(True, True)) | set(env.full_state_spec.keys(True, True))
-    needed = []
-    if not any(key == init_key or (isinstance(key, tuple) and key[-1] == init_key) for key in produced):
-        needed.append(InitTracker(init_key=init_key))
-    primer = get_primers_from_module(policy, warn=False, strict=False)
-    for transform in list(primer) if isinstance(primer, Compose) else [primer] if primer is not None else []:
-        if not set(transform.primers.keys(True, True)) <= produced:
-            needed.append(transform)
-    for transform in needed:
+    """``env`` with what ``policy`` needs and ``env`` lacks appended, as TorchRL's
+    ``EnvBase(..., policy=policy)``: :func:`missing_policy_transforms` with TorchRL's rule (an
+    ``InitTracker`` for any ``nn.Module`` policy). A policy that is not a module (a factory, a
+    function) adds nothing."""
+    for transform in missing_policy_transforms(env, policy, init_key=init_key, any_module=True):
         env = env.append_transform(transform)
     return env
 
