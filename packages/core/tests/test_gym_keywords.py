@@ -167,7 +167,6 @@ def test_from_pixels_in_a_vector_env_and_the_accepted_torchrl_keywords():
     ({"auto_reset": True}, ValueError, r"auto_reset=True is not supported \(reap's rollout\(\) and collectors reset"),
     ({"compile": True}, ValueError, r"compile=True is not supported \(gymnasium steps outside torch; compile the "
                                     r"policy \(compile_with_warmup\)\); leave compile out"),
-    ({"policy": torch.nn.Linear(4, 2)}, ValueError, r"policy=Linear.* is not supported \(append the transforms"),
     ({"run_type_checks": True}, ValueError, r"run_type_checks=True is not supported \(check the env once with"),
 ])
 def test_keywords_reap_cannot_honour_are_refused_with_the_fix(kwargs, error, match):

@@ -57,7 +57,6 @@ _TORCHRL_ONLY = {
     "auto_reset": ((False,), "reap's rollout() and collectors reset done envs themselves"),
     "run_type_checks": ((False,), "check the env once with reap.envs.utils.check_env_specs(env)"),
     "compile": ((None, False), "gymnasium steps outside torch; compile the policy (compile_with_warmup)"),
-    "policy": ((None,), "append the transforms the policy needs (InitTracker, its TensorDictPrimer)"),
     "spec_locked": ((True, False), ""),  # reap's specs are never locked: either value holds
 }
 
