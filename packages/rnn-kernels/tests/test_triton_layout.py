@@ -75,3 +75,17 @@ def test_plan_on_a_gpu_spreads_each_step_over_the_multiprocessors(monkeypatch):
     assert triton_backend.plan_for(256, 256, cuda) == Plan(16, 32, 64, (16, 8), True)
     assert triton_backend.plan_for(3, 20, cuda) == Plan(16, 16, 32, (1, 2), True)
     assert triton_backend.plan_for(10_000, 1024, cuda) == Plan(64, 64, 64, (157, 16), False)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_without_biases(kind):
+    torch.manual_seed(0)
+    cls = LSTMModule if kind == "lstm" else GRUModule
+    module = cls(input_size=5, hidden_size=20, in_key="obs", out_key="feat", bias=False,
+                 recurrent_backend="triton", device=DEVICE).double()
+    td = make_batch(module, 3, 5, torch.float64, torch.Generator().manual_seed(0)).to(DEVICE)
+    got, got_grads = outputs_and_grads(module, td, run_module(module, td))
+    want, want_grads = outputs_and_grads(module, td, run_reference(module, td))
+    states = 2 if kind == "lstm" else 1
+    assert len(got_grads) == 1 + states + 2  # input, stored states, w_ih, w_hh: no bias parameters
+    assert_close_lists(got + got_grads, want + want_grads, TOL[torch.float64], "no bias")
