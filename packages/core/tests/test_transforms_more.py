@@ -211,3 +211,16 @@ def test_remove_empty_specs_drops_empty_entries_from_specs_and_outputs():
     td = env.rollout(3)
     assert sorted(td["next"].keys()) == ["done", "observation", "reward", "terminated", "truncated"]
     assert "other" not in td.keys()
+
+
+def test_primer_callable_default_for_a_scalar_entry():
+    """A callable default value of a 0-d entry (TorchRL's test_dict_default_value): written at
+    every reset, on the arrays path too (a 0-d entry's row is a NumPy scalar, not a view)."""
+    from reap.specs import Categorical
+
+    primer = reap.TensorDictPrimer(mykey=Categorical(3, dtype=torch.int64),
+                                   default_value={"mykey": lambda: torch.tensor(1, dtype=torch.int64)})
+    env = reap.TransformedEnv(reap.GymEnv("CartPole-v1"), primer)
+    assert env.reset()["mykey"].item() == 1
+    rollout = env.rollout(3)
+    assert rollout["mykey"].tolist() == [1, 1, 1]

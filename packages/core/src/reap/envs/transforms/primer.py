@@ -170,7 +170,7 @@ class TensorDictPrimer(Transform):
                 else:
                     root[key][t][rows] = value
             else:
-                write_rows(root[key][t], self._value(key, spec).numpy(force=True), rows)
+                write_rows(root[key][t, ...], self._value(key, spec).numpy(force=True), rows)  # [t, ...]: a view even of a 0-d entry
 
     def __repr__(self) -> str:
         default = self.default_value if callable(self.default_value) else {
