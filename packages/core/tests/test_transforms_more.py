@@ -224,3 +224,17 @@ def test_primer_callable_default_for_a_scalar_entry():
     assert env.reset()["mykey"].item() == 1
     rollout = env.rollout(3)
     assert rollout["mykey"].tolist() == [1, 1, 1]
+
+
+def test_primer_of_an_action_key_shows_in_reset_output():
+    """As TorchRL's: a TensorDictPrimer that sets an action entry at reset makes reset() return
+    it (TorchRL's test_transform_env with the action among the primed keys), in a SerialEnv too."""
+
+    def make():
+        env = GymEnv("Pendulum-v1")
+        return TransformedEnv(env, TensorDictPrimer(default_value=1.0, action=env.action_spec.clone()))
+
+    assert make().reset()["action"].tolist() == [1.0]
+    assert SerialEnv(2, make).reset()["action"].tolist() == [[1.0], [1.0]]
+    plain = TransformedEnv(GymEnv("Pendulum-v1"), TensorDictPrimer(other=Unbounded(shape=(2,))))
+    assert "action" not in plain.reset().keys()

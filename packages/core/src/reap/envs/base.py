@@ -198,6 +198,10 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         """Carried keys whose ``"next"`` value is the root's, unless the policy writes it."""
         return ()
 
+    def _primed_action_keys(self) -> tuple:
+        """Action keys a reset sets (a ``TensorDictPrimer`` of an action key): reset() shows them."""
+        return ()
+
     @property
     def _torchrl_style(self) -> bool:
         """An env written the TorchRL way (``_reset``/``_step``, no array API)."""
@@ -351,7 +355,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
                     root[key][0] = value.numpy(force=True)
         self._reset_into(root, 0, mask)
         self._stash_hidden(root, None)
-        return self._visible(root_td[0].exclude(*self.action_keys)).clone()
+        primed = self._primed_action_keys()  # TorchRL's reset output carries those a primer sets
+        return self._visible(root_td[0].exclude(*(k for k in self.action_keys if k not in primed))).clone()
 
     def _reset_check_done(self, tensordict, out) -> None:
         """TorchRL's check: a reset env may not be done (unless ``allow_done_after_reset``)."""

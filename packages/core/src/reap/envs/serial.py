@@ -115,6 +115,9 @@ class SerialEnv(EnvBase):
     def passthrough_keys(self):
         return self.envs[0].passthrough_keys
 
+    def _primed_action_keys(self) -> tuple:
+        return self.envs[0]._primed_action_keys()
+
     def _split(self, arrays: dict) -> list[dict]:
         """Per-sub-env views of ``arrays``, cached while the same arrays come back."""
         cached = self._views.get(id(arrays))

@@ -260,6 +260,9 @@ class TransformedEnv(EnvBase):
     def passthrough_keys(self) -> tuple:
         return tuple(k for k in self._layout.passthrough if k in self._layout.state_keys)
 
+    def _primed_action_keys(self) -> tuple:
+        return tuple(k for k in self._layout.passthrough if k in self.action_keys)
+
     # ---- the hot path --------------------------------------------------------------------------------
     def _views(self, root: dict, nxt: dict | None = None) -> list:
         """Per stage, the (root, next) dicts under that stage's keys: built once per layout."""
