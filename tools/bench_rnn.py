@@ -297,14 +297,6 @@ def floor_mismatch(module, rnn, td, mode_ctx) -> str | None:
     return None
 
 
-def picked_backend(module, device) -> str:
-    """The backend ``module`` (``recurrent_backend="auto"``) runs on ``device``."""
-    if hasattr(module, "auto_backend"):
-        return module.auto_backend(device)
-    match = re.search(r"recurrent_backend='auto' \((\w+)", repr(module))
-    return match.group(1) if match else "?"
-
-
 def short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
     return text if len(text) < 300 else text[:297] + "..."
@@ -325,7 +317,7 @@ def bench_reap_case(case: str, backends, args) -> tuple[dict, dict, str | None]:
         try:
             module = ours(**{kind: rnn}, in_key="obs", out_key="y", recurrent_backend=b)
             if b == "auto":
-                picked = picked_backend(module, td.device)
+                picked = module.auto_backend(td.device)
             bad = floor_mismatch(module, rnn, td, reap_rnn.set_recurrent_mode)
         except Exception as exc:  # a backend that fails here is reported, the others still run
             cells[name], notes[name] = "error", short(exc)

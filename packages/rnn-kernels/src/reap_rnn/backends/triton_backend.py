@@ -133,7 +133,7 @@ class _TritonLayer(torch.autograd.Function):
         k = _kernels()
         plan = plan_for(B, H, x.device)
         w = w_hh.contiguous()
-        bh = b_hh.contiguous() if (b_hh is not None and not lstm) else w
+        bh = b_hh.contiguous() if (b_hh is not None and not lstm) else w  # GRU's recurrent bias (else unused)
         hbuf = x.new_empty(T + 1, B, H)
         hbuf[0] = h0
         cbuf = x.new_empty(T + 1, B, H) if lstm else x.new_empty(0)
@@ -157,14 +157,14 @@ class _TritonLayer(torch.autograd.Function):
             _steps(launch, xw, t0, t1, plan)
         ctx.lstm, ctx.recompute, ctx.config, ctx.plan = lstm, recompute, config, plan
         ctx.set_materialize_grads(False)
-        ctx.save_for_backward(x, w_ih, b_ih, b_hh, w, keep, hbuf, cbuf, acts)
+        ctx.save_for_backward(x, w_ih, b_ih, b_hh, w, bh, keep, hbuf, cbuf, acts)
         if lstm:
             return hbuf[1:], cbuf[1:]
         return hbuf[1:]
 
     @staticmethod
     def backward(ctx, dh_seq, dc_seq=None):
-        x, w_ih, b_ih, b_hh, w, keep, hbuf, cbuf, acts = ctx.saved_tensors
+        x, w_ih, b_ih, b_hh, w, bh, keep, hbuf, cbuf, acts = ctx.saved_tensors
         lstm, recompute, plan = ctx.lstm, ctx.recompute, ctx.plan
         if dh_seq is None and dc_seq is None:
             return (None,) * 11
@@ -172,7 +172,6 @@ class _TritonLayer(torch.autograd.Function):
         H = w.shape[1]
         k = _kernels()
         wt = w.t().contiguous()
-        bh = b_hh.contiguous() if (b_hh is not None and not lstm) else w
         dh = torch.zeros(B, H, dtype=x.dtype, device=x.device)
         carry = torch.zeros_like(dh)  # LSTM: dc; GRU: the direct part of dh_{t-1}
         if dh_seq is None:
