@@ -151,6 +151,27 @@ def test_env_creator_keywords_follow_torchrl():
         EnvCreator(make, [1])
 
 
+def _rollout_shape_in_child(make, queue):
+    queue.put(tuple(make().rollout(3)["next", "observation"].shape))
+
+
+def test_env_creator_of_a_lambda_goes_to_a_spawned_process():
+    # TorchRL's EnvCreator pickles a lambda or a local function by value; plain pickle cannot
+    import multiprocessing
+
+    from reap import EnvCreator
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_rollout_shape_in_child, args=(EnvCreator(lambda: GymEnv("Pendulum-v1")), queue))
+    child.start()
+    try:
+        assert queue.get(timeout=120) == (3, 3)
+    finally:
+        child.join(30)
+    assert child.exitcode == 0
+
+
 def test_reset_takes_a_seed_and_close_takes_torchrl_s_keyword():
     env = GymEnv("CartPole-v1")
     first, again = env.reset(seed=3)["observation"], env.reset(seed=3)["observation"]

@@ -83,7 +83,7 @@ def test_observation_norm_and_init_stats():
     assert norm.scale.shape == (3,) and (norm.scale > 0).all()
     assert sorted(norm.state_dict()) == ["loc", "scale", "standard_normal"]  # buffers, as TorchRL's
     with pytest.raises(KeyError, match=r"in_keys \['pixels'\] are not produced"):
-        TransformedEnv(GymEnv("Pendulum-v1"), ObservationNorm(0.0, 1.0, in_keys=["pixels"]))
+        TransformedEnv(GymEnv("Pendulum-v1"), ObservationNorm(0.0, 1.0, in_keys=["observation", "pixels"]))
 
 
 # TorchRL 0.14.1's VecNorm(decay=0.9, eps=1e-4) (default in_keys: observation and reward) on
@@ -246,6 +246,22 @@ def test_vec_norm_state_dict_roundtrip_keeps_shared_statistics():
         other.load_state_dict({"observation.sum": torch.zeros(3)})
 
 
+@pytest.mark.parametrize("new_api", [False, True])
+def test_vec_norm_state_dict_of_an_uninitialised_one_warns(new_api):
+    # TorchRL warns at state_dict() before any data and at loading statistics that are not shared
+    empty = VecNorm(in_keys=["observation"], new_api=new_api)
+    with pytest.warns(UserWarning, match="Querying state_dict on an uninitialized VecNorm"):
+        state = empty.state_dict()
+    filled = VecNorm(in_keys=["observation"], new_api=new_api)
+    TransformedEnv(GymEnv("Pendulum-v1"), filled).rollout(2)
+    fresh = VecNorm(in_keys=["observation"], new_api=new_api)
+    with pytest.warns(UserWarning, match="VecNorm wasn't initialized and the tensordict is not shared"):
+        fresh.load_state_dict(filled.state_dict())
+    error = (RuntimeError, "called with a void state-dict") if new_api else (KeyError, "Could not find a tensordict")
+    with pytest.raises(error[0], match=error[1]):
+        fresh.load_state_dict(state)
+
+
 def test_vec_norm_statistics_are_shared():
     first = VecNorm(decay=1.0)
     env1 = TransformedEnv(CountingEnv(limit=100.0), first.share_memory())
@@ -304,7 +320,8 @@ def test_vec_norm_bad_arguments():
         VecNorm(eps=0.0)
     with pytest.raises(TypeError, match="in_key 'step_count' has dtype torch.int64"):
         TransformedEnv(GymEnv("Pendulum-v1"), Compose(StepCounter(), VecNorm(in_keys=["step_count"])))
-    assert VecNorm().get_extra_state() is None and VecNorm().state_dict() == {"_extra_state": None}
+    with pytest.warns(UserWarning, match="Querying state_dict on an uninitialized VecNorm"):
+        assert VecNorm().get_extra_state() is None and VecNorm().state_dict() == {"_extra_state": None}
 
 
 def test_compose_and_bad_arguments():

@@ -233,10 +233,34 @@ def test_nested_transformed_envs_are_unwrapped_unless_told_not_to():
 def test_failed_append_leaves_the_chain_as_it_was():
     env = TransformedEnv(reap.GymEnv("Pendulum-v1"), StepCounter())
     with pytest.raises(KeyError, match=r"in_keys \['pixels'\] are not produced"):
-        env.append_transform(ObservationNorm(0.0, 1.0, in_keys=["pixels"]))
+        env.append_transform(ObservationNorm(0.0, 1.0, in_keys=["observation", "pixels"]))
     assert [type(t) for t in env.transform] == [StepCounter]
     assert sorted(env.rollout(2)["next"].keys()) == ["done", "observation", "reward", "step_count", "terminated",
                                                      "truncated"]
+
+
+def test_an_empty_tuple_is_no_keys():
+    # TorchRL reads in_keys=() as no keys (an empty tuple cannot name an entry)
+    rename = reap.envs.transforms.RenameTransform(in_keys=(), out_keys=(), in_keys_inv=("action",),
+                                                  out_keys_inv=("torque",))
+    assert rename.in_keys == [] and rename.out_keys == [] and rename.in_keys_inv == ["action"]
+    env = TransformedEnv(reap.GymEnv("Pendulum-v1"), rename)
+    assert list(env.full_action_spec.keys()) == ["torque"]
+    assert env.rollout(2)["torque"].shape == (2, 1)
+
+
+def test_a_transform_with_none_of_its_in_keys_does_nothing_and_says_so():
+    base = reap.GymEnv("Pendulum-v1")
+    with pytest.warns(UserWarning, match=r"ObservationNorm: none of its in_keys \['pixels'\] is produced by the env"):
+        env = TransformedEnv(reap.GymEnv("Pendulum-v1"), Compose(ObservationNorm(5.0, 2.0, in_keys=["pixels"]),
+                                                                 RewardScaling(0.0, 2.0)))
+    assert [type(t) for t in env.transform] == [ObservationNorm, RewardScaling]  # kept in the chain, as TorchRL's
+    assert env.observation_spec == base.observation_spec
+    base.set_seed(0), env.set_seed(0)
+    zero = lambda td: td.set("action", torch.zeros(1))  # noqa: E731
+    raw, out = base.rollout(3, policy=zero), env.rollout(3, policy=zero)
+    torch.testing.assert_close(out["next", "observation"], raw["next", "observation"])
+    torch.testing.assert_close(out["next", "reward"], 2 * raw["next", "reward"])
 
 
 def test_shipped_transforms_run_on_the_arrays_and_subclasses_that_override_a_hook_do_not():

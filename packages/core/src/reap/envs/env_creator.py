@@ -15,6 +15,7 @@ Examples:
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 
 import torch
@@ -180,8 +181,25 @@ class EnvCreator:
         self._meta_data = value
 
     def __getstate__(self):
-        return {"create_env_fn": self.create_env_fn, "create_env_kwargs": self.create_env_kwargs,
+        fn = self.create_env_fn
+        if "<" in getattr(fn, "__qualname__", ""):  # a lambda or a local function: by value, as TorchRL's
+            import cloudpickle  # gymnasium's dependency: wherever reap-core is
+
+            fn = _ByValue(cloudpickle.dumps(fn))
+        return {"create_env_fn": fn, "create_env_kwargs": self.create_env_kwargs,
                 "_share_memory": self._share_memory, "_specs": None, "_meta_data": None}
+
+    def __setstate__(self, state) -> None:
+        if isinstance(state["create_env_fn"], _ByValue):
+            state["create_env_fn"] = pickle.loads(state["create_env_fn"].payload)
+        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return f"EnvCreator({self.create_env_fn!r}, create_env_kwargs={self.create_env_kwargs})"
+
+
+class _ByValue:
+    """A function pickled by value (its keyword arguments stay with the pickler that sends them)."""
+
+    def __init__(self, payload: bytes):
+        self.payload = payload

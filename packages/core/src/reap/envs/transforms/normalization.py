@@ -30,6 +30,7 @@ from reap.envs.transforms.transform import (
     apply_to_composite_inv,
     missing_tolerance,
 )
+from reap.envs.transforms.vecnorm import VecNormV2, warn_uninitialised_state, warn_unshared_load
 from reap.specs import Bounded, ContinuousBox, Unbounded
 
 _NO_LOCK = contextlib.nullcontext()  # VecNorm without lock=: nothing to hold
@@ -265,8 +266,6 @@ class VecNorm(Transform):
 
     def __new__(cls, *args, new_api: bool | None = None, **kwargs):
         if new_api:
-            from reap.envs.transforms.vecnorm import VecNormV2
-
             return VecNormV2(*args, **kwargs)
         return super().__new__(cls)
 
@@ -363,14 +362,20 @@ class VecNorm(Transform):
 
     def get_extra_state(self) -> dict | None:
         """The statistics, under TorchRL's names (pass them to another VecNorm's ``shared_td=``)."""
-        return dict(self._td) if self._td else None
+        if not self._td:
+            warn_uninitialised_state(self)
+            return None
+        return dict(self._td)
 
     def set_extra_state(self, state) -> None:
         """Load statistics from ``get_extra_state()`` (copied into the current ones, which stay shared)."""
         if state is None:
             if self._td:
-                raise KeyError("VecNorm.set_extra_state: got no statistics for an initialised VecNorm")
+                raise KeyError("Could not find a tensordict of statistics in the state_dict (it comes from an "
+                               "uninitialised VecNorm) to load into this initialised VecNorm")
             return
+        if not self._td:
+            warn_unshared_load(self, state.values())
         for name, value in state.items():
             if name in self._td:
                 self._td[name].copy_(value)

@@ -52,7 +52,7 @@ def keys_list(value, owner: str, what: str):
     """``value`` as a list of keys (a string or a tuple of strings each), as TorchRL takes them."""
     if value is None:
         return None
-    if isinstance(value, (str, tuple)):
+    if isinstance(value, str) or (isinstance(value, tuple) and value):  # () is no keys, as TorchRL's
         value = [value]
     try:
         return [unravel_key(key) for key in value]
@@ -468,12 +468,24 @@ class Transform(nn.Module):
         return ()
 
     def _check_in_keys(self, env) -> None:
-        """A KeyError naming the in_keys ``env`` does not produce (reap checks at construction)."""
+        """Check the in_keys against what ``env`` produces (reap checks at construction).
+
+        None produced: the transform has nothing to act on and does nothing, as in TorchRL, with
+        a warning (``NoInKeys``, which the env catches); some produced: a KeyError naming the rest.
+        """
         produced = {*env.root_specs(), *env.next_specs()}
         missing = [key for key in self.in_keys if key not in produced]
-        if missing:
-            shown = sorted(str(k) for k in produced if not (isinstance(k, str) and k.startswith("_hidden:")))
-            raise KeyError(f"{type(self).__name__}: in_keys {missing} are not produced by the env (it has {shown})")
+        if not missing:
+            return
+        shown = sorted(str(k) for k in produced if not (isinstance(k, str) and k.startswith("_hidden:")))
+        if len(missing) == len(self.in_keys):
+            raise NoInKeys(f"{type(self).__name__}: none of its in_keys {missing} is produced by the env (it has "
+                           f"{shown}), so it does nothing; drop it or give it the env's keys")
+        raise KeyError(f"{type(self).__name__}: in_keys {missing} are not produced by the env (it has {shown})")
+
+
+class NoInKeys(Exception):
+    """Raised by ``_check_in_keys`` when no in_key is produced: the env keeps the transform inert."""
 
 
 _TORCHRL_HOOKS = (

@@ -31,6 +31,7 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 
 from reap.envs.base import EnvBase
@@ -38,7 +39,7 @@ from reap.envs.done import complete_done
 from reap.envs.transforms.compose import Compose, as_transform
 from reap.envs.transforms.layout import Layout
 from reap.envs.transforms.torchrl_hooks import TensorDictHooks
-from reap.envs.transforms.transform import Transform, runs_on_arrays
+from reap.envs.transforms.transform import NoInKeys, Transform, runs_on_arrays
 from reap.specs.non_tensor import NonTensor
 from reap.specs.stacked import Stacked, StackedComposite
 
@@ -172,7 +173,11 @@ class TransformedEnv(EnvBase):
         name = type(transform).__name__
         transform.__dict__["_parent"] = self  # while it joins, this env is the chain before it
         transform._bind()
-        transform._attach(self)
+        try:
+            transform._attach(self)
+        except NoInKeys as inert:  # nothing to act on: in the chain, without a stage (TorchRL's no-op)
+            warnings.warn(str(inert), UserWarning, stacklevel=4)
+            return
         batch = transform.transform_env_batch_size(self.batch_size)
         if batch != self.batch_size:
             raise ValueError(f"{name}: reap envs keep the base env's batch size {tuple(self.batch_size)}; "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from copy import copy
 
 import torch
@@ -31,6 +32,20 @@ from reap.envs.transforms.transform import Transform, missing_tolerance
 from reap.specs import Bounded, Composite, Unbounded
 
 _SEP = ".-|-."
+
+
+def warn_uninitialised_state(norm: Transform) -> None:
+    """The warning of ``state_dict()`` on a VecNorm that has seen no data (TorchRL warns too)."""
+    warnings.warn(f"Querying state_dict on an uninitialized {type(norm).__name__}: its statistics are empty until "
+                  "it sees data, and loading them into an initialised one raises", UserWarning, stacklevel=4)
+
+
+def warn_unshared_load(norm: Transform, tensors) -> None:
+    """The warning of loading statistics outside shared memory into a VecNorm that has none yet."""
+    if not all(t.is_shared() for t in tensors):
+        warnings.warn(f"{type(norm).__name__}: VecNorm wasn't initialized and the tensordict is not shared: the "
+                      "loaded statistics stay in this process; call share_memory_() on the VecNorm first to share "
+                      "them with others", UserWarning, stacklevel=4)
 
 
 class VecNormV2(Transform):
@@ -231,6 +246,7 @@ class VecNormV2(Transform):
 
     def get_extra_state(self) -> dict:
         if self._loc is None:
+            warn_uninitialised_state(self)
             return {}
         return TensorDict(loc=self._loc, var=self._var, count=self._count).flatten_keys(_SEP).to_dict()
 
@@ -240,6 +256,8 @@ class VecNormV2(Transform):
                 raise RuntimeError("set_extra_state() called with a void state-dict while the instance is initialized.")
             return
         td = TensorDict(state).unflatten_keys(_SEP)
+        if self._loc is None:
+            warn_unshared_load(self, td.values(True, True))
         self._loc, self._var, self._count = td["loc"], td["var"], td["count"]
         self.initialized.fill_(True)
 
