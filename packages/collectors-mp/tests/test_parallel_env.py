@@ -72,6 +72,16 @@ def test_sub_envs_of_different_layouts_are_refused():
         ParallelEnv(2, [env_fn(), env_fn(batch=3)], mp_start_method=FAST)
 
 
+def test_sub_envs_with_strings_are_refused_with_what_to_do():
+    from reap_testing.labels import labelled_env
+
+    message = r"the env has non-tensor entries \['label'\] \(NonTensor specs\), and batched envs step arrays"
+    with pytest.raises(ValueError, match="SerialEnv: " + message):
+        SerialEnv(2, labelled_env)
+    with pytest.raises(ValueError, match="ParallelEnv: " + message):  # the worker's error, a ValueError too
+        ParallelEnv(2, labelled_env, mp_start_method=FAST)
+
+
 def test_sub_env_error_names_the_worker():
     env = ParallelEnv(2, [env_fn(), env_fn(fail_at=2)], mp_start_method=FAST)
     pids = env.worker_pids

@@ -27,7 +27,7 @@ import torch
 
 from reap.collectors.lifetime import ForkserverUse, track, untrack
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
-from reap.envs.serial import _ONLY, FULL_SPECS, SerialEnv, sub_env_layout
+from reap.envs.serial import _ONLY, FULL_SPECS, SerialEnv, refuse_non_tensor, sub_env_layout
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
 
@@ -38,6 +38,7 @@ def env_worker(idx, conn, payload):
         env = create_env_fn(**kwargs)
         closers.append(getattr(env, "close", lambda: None))
         checked_env(env, "ParallelEnv")
+        refuse_non_tensor(env, "ParallelEnv")
         _, _, root_td, next_td = env.allocate(1)
         if shared:
             root_td.share_memory_()

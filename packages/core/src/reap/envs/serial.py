@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
+from reap.specs.non_tensor import NonTensor
 
 
 def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[EnvBase]:
@@ -43,6 +44,16 @@ def sub_env_layout(env: EnvBase) -> tuple:
     """What sub-envs batched together must share: batch size, and each array's key, shape and dtype."""
     specs = {**env.root_specs(), **{("next", k): v for k, v in env.next_specs().items()}}
     return tuple(env.batch_size), {k: (tuple(v.shape), v.dtype) for k, v in specs.items()}
+
+
+def refuse_non_tensor(env: EnvBase, owner: str) -> None:
+    """A ValueError naming ``env``'s non-tensor entries: batched envs step arrays of tensors only."""
+    specs = [*env.root_specs().items(), *env.next_specs().items()]
+    found = list(dict.fromkeys(key for key, spec in specs if isinstance(spec, NonTensor)))
+    if found:
+        raise ValueError(f"{owner}: the env has non-tensor entries {found} (NonTensor specs), and batched envs step "
+                         "arrays of tensors; run such an env alone (a collector steps it one TensorDict per step; "
+                         "MultiSyncCollector with one env per worker batches several)")
 
 
 #: The specs a batch of sub-envs takes from its first sub-env, each expanded by the number of sub-envs.
@@ -81,6 +92,7 @@ class SerialEnv(EnvBase):
                              "batches with the collector's storing_device)")
         self.envs = make_envs(num_workers, create_env_fn, create_env_kwargs)
         first = self.envs[0]
+        refuse_non_tensor(first, "SerialEnv")
         for env in self.envs[1:]:
             if sub_env_layout(env) != sub_env_layout(first):
                 raise ValueError(
