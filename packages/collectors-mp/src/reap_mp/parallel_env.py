@@ -47,7 +47,8 @@ def env_worker(idx, conn, payload):
         meta = {name: getattr(env, name) for name in FULL_SPECS}
         meta["device"] = env.device
         meta.update(layout=sub_env_layout(env), root_specs=env.root_specs(), next_specs=env.next_specs(),
-                    state_keys=tuple(env.state_keys), passthrough_keys=tuple(env.passthrough_keys))
+                    state_keys=tuple(env.state_keys), passthrough_keys=tuple(env.passthrough_keys),
+                    primed_action_keys=tuple(env._primed_action_keys()))
         conn.send(("ready", meta, root_td if shared else None, next_td if shared else None))
         # with several action keys there is no single action: the env reads them all from root
         action = root[env.action_key] if len(env.action_keys) == 1 else None
@@ -186,8 +187,11 @@ class ParallelEnv(EnvBase):
         self._extra_next = {k: v for k, v in meta["next_specs"].items() if k not in plain_next}
         self._state_keys = meta["state_keys"]
         self._sub_root_keys = tuple(meta["root_specs"])
-        # what a reset writes back: the caller's root may hold more (policy outputs), and its actions stay
-        self._reset_keys_back = tuple(k for k in self._sub_root_keys if k not in set(self.action_keys))
+        # what a reset writes back: the caller's root may hold more (policy outputs), and its actions
+        # stay, but for those a TensorDictPrimer sets at reset
+        self._primed = meta["primed_action_keys"]
+        kept = set(self.action_keys) - set(self._primed)
+        self._reset_keys_back = tuple(k for k in self._sub_root_keys if k not in kept)
         self._passthrough = meta["passthrough_keys"]
         # the sub-envs do not write passthrough entries (e.g. a TensorDictPrimer's): the caller's
         # "next" arrays hold them already (the root's value, or what the policy wrote)
@@ -210,6 +214,9 @@ class ParallelEnv(EnvBase):
     @property
     def passthrough_keys(self):
         return self._passthrough
+
+    def _primed_action_keys(self) -> tuple:
+        return self._primed
 
     # ---- array API -------------------------------------------------------------------------
     def _gather(self, ids) -> list:
