@@ -6,6 +6,7 @@ same seeded env under the same actions, and compared entry by entry (TorchRL sid
 without TorchRL); the plain tests check the same behaviour against values computed here.
 """
 
+import os
 import warnings
 
 import pytest
@@ -228,6 +229,33 @@ def test_nested_transformed_envs_are_unwrapped_unless_told_not_to():
     assert nested.base_env is inner and isinstance(nested.transform, RewardScaling)
     reward = torch.ones(1)
     assert nested.transform(reward=reward).item() == 2.0
+
+
+def test_auto_unwrap_setting_as_torchrl_s(monkeypatch):
+    from reap._utils import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
+
+    monkeypatch.delenv("AUTO_UNWRAP_TRANSFORMED_ENV", raising=False)
+    base = reap.GymEnv("Pendulum-v1")
+    inner = TransformedEnv(base, RewardScaling(0.0, 1.0))
+    assert auto_unwrap_transformed_env() is True and auto_unwrap_transformed_env(allow_none=True) is None
+    with set_auto_unwrap_transformed_env(False):
+        assert os.environ["AUTO_UNWRAP_TRANSFORMED_ENV"] == "False"  # worker processes started now agree
+        assert TransformedEnv(inner, RewardScaling(0.0, 2.0)).base_env is inner
+        assert TransformedEnv(inner, RewardScaling(0.0, 2.0), auto_unwrap=True).base_env is base  # the keyword wins
+    assert "AUTO_UNWRAP_TRANSFORMED_ENV" not in os.environ and auto_unwrap_transformed_env(allow_none=True) is None
+
+    @set_auto_unwrap_transformed_env(False)
+    def nested():
+        return TransformedEnv(inner, RewardScaling(0.0, 2.0))
+
+    assert nested().base_env is inner and TransformedEnv(inner).base_env is base
+    monkeypatch.setenv("AUTO_UNWRAP_TRANSFORMED_ENV", "0")
+    assert TransformedEnv(inner).base_env is inner
+    monkeypatch.setenv("AUTO_UNWRAP_TRANSFORMED_ENV", "maybe")
+    with pytest.raises(ValueError, match="AUTO_UNWRAP_TRANSFORMED_ENV='maybe' is not a boolean"):
+        TransformedEnv(inner)
+    with pytest.raises(TypeError, match="mode must be a bool, got 'no'"):
+        set_auto_unwrap_transformed_env("no")
 
 
 def test_failed_append_leaves_the_chain_as_it_was():

@@ -24,9 +24,11 @@ _SPEC_CLASSES = (
 _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")
 _ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
 _MODULE_HELPERS = ("get_env_transforms_from_module", "get_primers_from_module")
+_UNWRAP = ("auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env")
 _HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
           **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs",
-          "seed_generator": "reap.envs.seeding", **{n: "reap.collectors.policy_transforms" for n in _MODULE_HELPERS}}
+          "seed_generator": "reap.envs.seeding", **{n: "reap.collectors.policy_transforms" for n in _MODULE_HELPERS},
+          **{n: "reap.envs.transforms.unwrap" for n in _UNWRAP}}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
@@ -54,7 +56,7 @@ MODULES = {
     "reap.data.postprocs": ("DensifyReward", "MultiStep"),
     "reap.envs.libs.gym": ("GymEnv",),
     "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),
-    "reap._utils": ("compile_with_warmup", "seed_generator"),
+    "reap._utils": ("compile_with_warmup", "seed_generator", *_UNWRAP),
     "reap.modules": ("RandomPolicy", *_MODULE_HELPERS),
     "reap.modules.utils": _MODULE_HELPERS,
     "reap.modules.tensordict_module": ("RandomPolicy",),

@@ -111,11 +111,11 @@ TORCHRL_VERSION = "0.14.1"
 TORCHRL_ONLY = {
     "reap._utils": (
         "KeyDependentDefaultDict", "accept_remote_rref_invocation",
-        "accept_remote_rref_udf_invocation", "auto_unwrap_transformed_env", "context_decorator",
-        "cuda_memory_profile", "cuda_memory_stats", "get_available_device", "get_binary_env_var",
+        "accept_remote_rref_udf_invocation", "context_decorator", "cuda_memory_profile",
+        "cuda_memory_stats", "get_available_device", "get_binary_env_var",
         "get_ray_default_runtime_env", "get_trace", "merge_ray_runtime_env", "print_directory_tree",
         "prod", "reset_cuda_peak_stats", "rl_warnings", "safe_is_current_stream_capturing",
-        "set_auto_unwrap_transformed_env", "set_profiling_enabled", "strtobool", "timeit"
+        "set_profiling_enabled", "strtobool", "timeit"
     ),
     "reap.collectors": (
         "AsyncBatchedCollector", "Evaluator", "RemoteModuleWeightUpdater"

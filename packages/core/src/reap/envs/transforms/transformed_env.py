@@ -40,6 +40,7 @@ from reap.envs.transforms.compose import Compose, as_transform
 from reap.envs.transforms.layout import Layout
 from reap.envs.transforms.torchrl_hooks import TensorDictHooks
 from reap.envs.transforms.transform import NoInKeys, Transform, runs_on_arrays
+from reap.envs.transforms.unwrap import auto_unwrap_transformed_env
 from reap.specs.non_tensor import NonTensor
 from reap.specs.stacked import Stacked, StackedComposite
 
@@ -68,7 +69,8 @@ class TransformedEnv(EnvBase):
             with ``append_transform``/``insert_transform``.
         cache_specs: TorchRL's switch; reap recomputes the specs whenever the chain changes.
         auto_unwrap: a ``TransformedEnv`` given as ``base_env`` is unwrapped (its transforms,
-            copied, come first) unless False, as TorchRL's default.
+            copied, come first) unless False; None (default) follows
+            ``set_auto_unwrap_transformed_env`` (unwrapped unless set False), as TorchRL's.
     """
 
     def __init__(self, *args, **kwargs):
@@ -76,7 +78,9 @@ class TransformedEnv(EnvBase):
         if not isinstance(base_env, EnvBase):
             hint = " (import it from reap.envs, not torchrl.envs)" if "torchrl" in type(base_env).__module__ else ""
             raise TypeError(f"TransformedEnv: base_env must be a reap EnvBase{hint}, got {type(base_env).__name__}")
-        if type(base_env) is TransformedEnv and type(self) is TransformedEnv and auto_unwrap is not False:
+        if auto_unwrap is None:
+            auto_unwrap = auto_unwrap_transformed_env()
+        if type(base_env) is TransformedEnv and type(self) is TransformedEnv and auto_unwrap:
             inner = [t.clone() for t in leaves_of(base_env.transform)]
             outer = [] if transform is None else list(leaves_of(as_transform(transform, "TransformedEnv")))
             for t in outer:
