@@ -258,6 +258,36 @@ def test_auto_unwrap_setting_as_torchrl_s(monkeypatch):
         set_auto_unwrap_transformed_env("no")
 
 
+class _DoneAtReset(reap.envs.EnvBase):
+    """Done as soon as it is reset (an env that needs allow_done_after_reset)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_spec = reap.specs.Composite(observation=Unbounded((1,)))
+        self.action_spec = Unbounded((1,))
+
+    def _reset(self, tensordict):
+        done = torch.ones(1, dtype=torch.bool)
+        return self.full_observation_spec.zero().update(self.full_done_spec.zero()).set("done", done)
+
+    def _step(self, tensordict):
+        return self.full_observation_spec.zero().update(self.full_done_spec.zero()).set("reward", torch.zeros(1))
+
+    def _set_seed(self, seed):
+        return seed
+
+
+def test_a_transformed_env_follows_its_base_envs_allow_done_after_reset():
+    base = _DoneAtReset(allow_done_after_reset=True)
+    env = TransformedEnv(base, StepCounter())
+    assert env.reset()["done"].item() and env.allow_done_after_reset  # was refused: the wrapper's own False
+    with pytest.raises(RuntimeError, match="_allow_done_after_reset is a read-only property for TransformedEnvs"):
+        env.allow_done_after_reset = False
+    base.allow_done_after_reset = False
+    with pytest.raises(RuntimeError, match="was \\(partially\\) True after a call to reset"):
+        env.reset()
+
+
 def test_failed_append_leaves_the_chain_as_it_was():
     env = TransformedEnv(reap.GymEnv("Pendulum-v1"), StepCounter())
     with pytest.raises(KeyError, match=r"in_keys \['pixels'\] are not produced"):

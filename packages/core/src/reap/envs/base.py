@@ -121,7 +121,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         if auto_reset:
             raise ValueError(f"{type(self).__name__}: auto_reset=True is not supported; reap's rollout() and "
                              "collectors reset done envs themselves (leave auto_reset out)")
-        self.allow_done_after_reset = allow_done_after_reset
+        self.__dict__["_allow_done_after_reset"] = allow_done_after_reset
         self.__dict__["_batch_size"] = torch.Size(() if batch_size is None else batch_size)
         self.__dict__["_device"] = _ordinal(device)
         self._init_specs(self.batch_size, device)
@@ -197,6 +197,15 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def passthrough_keys(self) -> tuple:
         """Carried keys whose ``"next"`` value is the root's, unless the policy writes it."""
         return ()
+
+    @property
+    def allow_done_after_reset(self) -> bool:
+        """Whether ``reset()`` may return done envs (else a RuntimeError); TorchRL's keyword."""
+        return self._allow_done_after_reset
+
+    @allow_done_after_reset.setter
+    def allow_done_after_reset(self, value: bool) -> None:
+        self._allow_done_after_reset = value
 
     def _primed_action_keys(self) -> tuple:
         """Action keys a reset sets (a ``TensorDictPrimer`` of an action key): reset() shows them."""

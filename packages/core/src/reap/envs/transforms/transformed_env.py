@@ -239,6 +239,15 @@ class TransformedEnv(EnvBase):
             layout.output_spec.lock_(recurse=True)
             layout.input_spec.lock_(recurse=True)
 
+    @property
+    def _allow_done_after_reset(self) -> bool:
+        return self.base_env._allow_done_after_reset  # the base env's, as TorchRL's
+
+    @_allow_done_after_reset.setter
+    def _allow_done_after_reset(self, value) -> None:
+        raise RuntimeError("_allow_done_after_reset is a read-only property for TransformedEnvs: set "
+                           "allow_done_after_reset on the base env")
+
     def _set(self, side: str, name: str, value) -> None:
         # every spec setter ends here: the specs are what the transforms make of the base env's
         raise RuntimeError(
