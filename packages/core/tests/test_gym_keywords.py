@@ -94,6 +94,25 @@ def test_specs_and_rollouts_match_torchrl(env_id, kwargs):
     ours.close(), theirs.close()
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"categorical_action_encoding": True}, {"frame_skip": 2}])
+def test_gym_wrapper_matches_torchrl_s(kwargs):
+    torchrl_envs = pytest.importorskip("torchrl.envs")
+    from reap.envs import GymWrapper
+
+    ours, theirs = GymWrapper(gym.make("CartPole-v1"), **kwargs), torchrl_envs.GymWrapper(gym.make("CartPole-v1"),
+                                                                                           **kwargs)
+    assert ours.action_spec == theirs.action_spec and repr(ours).startswith("GymWrapper(env=<TimeLimit<")
+    torch.manual_seed(0)
+    actions = [theirs.action_spec.rand() for _ in range(30)]
+    a, b = (env.rollout(30, actions=actions, auto_reset=False, tensordict=env.reset(seed=3), break_when_any_done=False)
+            for env in (ours, theirs))
+    assert set(a.keys(True, True)) == set(b.keys(True, True)) and a["next", "done"].any()
+    for key in a.keys(True, True):
+        assert torch.equal(a.get(key), b.get(key)), key
+    with pytest.raises(TypeError, match=r"GymWrapper: env must be a gymnasium env instance .* use GymEnv\('CartPole"):
+        GymWrapper("CartPole-v1")
+
+
 def test_one_hot_actions_reach_a_vector_env_as_indices_in_one_buffer():
     class Recorder(gym.vector.VectorWrapper):
         def step(self, actions):

@@ -314,7 +314,28 @@ class GymEnv(EnvBase):
 
     def __repr__(self) -> str:
         name = self.env_name if isinstance(self.env_name, str) else self._env
-        return f"GymEnv(env={name}, batch_size={self.batch_size}, device={self.device})"
+        return f"{type(self).__name__}(env={name}, batch_size={self.batch_size}, device={self.device})"
+
+
+class GymWrapper(GymEnv):
+    """Wrap a gymnasium env instance (TorchRL's ``GymWrapper``); ``GymEnv`` takes an id too.
+
+    The keywords are :class:`GymEnv`'s (``categorical_action_encoding``, ``from_pixels`` with
+    ``pixels_only`` False by default, ``frame_skip``, ...). A vector env instance must be built with
+    ``vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED}``.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> env = GymWrapper(gym.make("CartPole-v1"), categorical_action_encoding=True)
+        >>> env.action_spec.n, env.rollout(3)["next", "observation"].shape
+        (2, torch.Size([3, 4]))
+    """
+
+    def __init__(self, env=None, categorical_action_encoding: bool = False, **kwargs):
+        if not isinstance(env, gym.Env | gym.vector.VectorEnv):
+            hint = f"; for an id use GymEnv({env!r})" if isinstance(env, str) else ""
+            raise TypeError(f"GymWrapper: env must be a gymnasium env instance (gym.make(...)), got {env!r}{hint}")
+        super().__init__(env, categorical_action_encoding=categorical_action_encoding, **kwargs)
 
 
 def _add_pixels(env: gym.Env, pixels_only: bool) -> gym.Env:
