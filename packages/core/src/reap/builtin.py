@@ -28,7 +28,8 @@ _UNWRAP = ("auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env")
 _HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
           **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs",
           "seed_generator": "reap.envs.seeding", **{n: "reap.collectors.policy_transforms" for n in _MODULE_HELPERS},
-          **{n: "reap.envs.transforms.unwrap" for n in _UNWRAP}, "GymWrapper": "reap.envs.gym"}
+          **{n: "reap.envs.transforms.unwrap" for n in _UNWRAP}, "GymWrapper": "reap.envs.gym",
+          **{n: "reap.envs.gym_info" for n in ("BaseInfoDictReader", "default_info_dict_reader")}}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
@@ -39,6 +40,7 @@ MODULES = {
     "reap.collectors.utils": ("split_trajectories",),
     "reap.envs": (
         "ClipTransform", "Compose", "DoubleToFloat", "EnvBase", "ExplorationType", "GymEnv", "GymWrapper",
+        "default_info_dict_reader",
         "InitTracker", "ObservationNorm", "RewardSum", "SerialEnv", "StepCounter",
         "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", "set_exploration_type",
         *_TRANSFORMS, "EnvCreator", "check_env_specs", "exploration_type", "step_mdp", *_ENV_HELPERS,
@@ -54,7 +56,8 @@ MODULES = {
     "reap.data": (*_SPECS, *_SPEC_CLASSES, "DensifyReward", "MultiStep"),
     "reap.data.tensor_specs": (*_SPECS, *_SPEC_CLASSES, *_SPEC_BOXES),
     "reap.data.postprocs": ("DensifyReward", "MultiStep"),
-    "reap.envs.libs.gym": ("GymEnv", "GymWrapper"),
+    "reap.envs.libs.gym": ("GymEnv", "GymWrapper", "default_info_dict_reader"),
+    "reap.envs.gym_like": ("BaseInfoDictReader", "default_info_dict_reader"),
     "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup", "seed_generator", *_UNWRAP),
     "reap.modules": ("RandomPolicy", *_MODULE_HELPERS),

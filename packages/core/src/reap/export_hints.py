@@ -206,9 +206,9 @@ TORCHRL_ONLY = {
         "TimeMaxPool", "Timer", "Tokenizer", "ToyVLAEnv", "TrajCounter", "URScriptPrimitive",
         "URScriptPrimitiveTransform", "UnityMLAgentsEnv", "UnityMLAgentsWrapper", "VC1Transform",
         "VIPRewardTransform", "VIPTransform", "VecGymEnvTransform", "VmasEnv", "VmasWrapper",
-        "Walker2dEnv", "WorldModelEnv", "check_marl_grouping", "default_info_dict_reader",
-        "gSDENoise", "get_available_libraries", "get_env_metadata", "gym_backend",
-        "make_tensordict", "register_gym_spec_conversion", "set_gym_backend"
+        "Walker2dEnv", "WorldModelEnv", "check_marl_grouping", "gSDENoise",
+        "get_available_libraries", "get_env_metadata", "gym_backend", "make_tensordict",
+        "register_gym_spec_conversion", "set_gym_backend"
     ),
     "reap.envs.libs.gym": (),
     "reap.envs.transforms": (

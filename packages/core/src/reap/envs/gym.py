@@ -33,8 +33,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.envs.registration import load_env_creator
+from tensordict import TensorDict
 
 from reap.envs.base import EnvBase
+from reap.envs.gym_info import BaseInfoDictReader, default_info_dict_reader
 from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, TensorSpec, Unbounded
 
 _TORCH_DTYPES = {
@@ -175,6 +177,59 @@ class GymEnv(EnvBase):
         self._one_hot_action = isinstance(self.action_spec, OneHot)
         self._action_index = np.zeros(batch, dtype=np.intp)
         self._rows = np.arange(batch[0]) if batch else None
+        self.info_dict_reader: list = []  # TorchRL's attribute: set_info_dict_reader appends
+        self._info_keys: list = []
+
+    # ---- info-dict readers (TorchRL's GymLikeEnv API) ---------------------------------------
+    def set_info_dict_reader(self, info_dict_reader=None, ignore_private: bool = True) -> GymEnv:
+        """Read entries of gymnasium's ``info`` into the data after each reset and step.
+
+        ``info_dict_reader`` (default: a ``default_info_dict_reader`` of every public key) is
+        called as ``reader(info, tensordict)``; its ``info_spec`` joins the observation spec (a
+        reader without specs learns them from a first reset and step of the env, as TorchRL's).
+        Returns the env.
+        """
+        reader = default_info_dict_reader(ignore_private=ignore_private) if info_dict_reader is None \
+            else info_dict_reader
+        if not isinstance(reader, BaseInfoDictReader):
+            raise TypeError(f"{type(self).__name__}.set_info_dict_reader: expected a BaseInfoDictReader (__call__ "
+                            f"and info_spec, e.g. default_info_dict_reader(keys)), got {type(reader).__name__}")
+        if reader.info_spec is None:  # learn the keys and specs from the env's own info
+            self._env.reset()
+            reader(self._env.step(self._env.action_space.sample())[-1], TensorDict(batch_size=self.batch_size))
+            self._env.reset()
+        batch, observation_spec = tuple(self.batch_size), self.observation_spec.clone()
+        for key, spec in reader.info_spec.items(True, True):
+            if tuple(spec.shape[: len(batch)]) != batch:
+                spec = spec.expand(*batch, *spec.shape)
+            observation_spec[key] = spec
+            if key not in self._info_keys:
+                self._info_keys.append(key)
+        self.observation_spec = observation_spec
+        self.info_dict_reader.append(reader)
+        return self
+
+    def auto_register_info_dict(self, ignore_private: bool = True, *, info_dict_reader=None) -> GymEnv:
+        """``set_info_dict_reader`` (keys an info lacks at reset are written as zeros); returns the env."""
+        return self.set_info_dict_reader(info_dict_reader, ignore_private)
+
+    def _read_info(self, info, dest: dict, t: int, mask=None) -> None:
+        views = {key: torch.from_numpy(dest[key][t, ...]) for key in self._info_keys}
+        td = TensorDict(dict(views), batch_size=self.batch_size)
+        for reader in self.info_dict_reader:
+            td = reader(info, td)
+        for key in td.keys(True, True):
+            if key not in views:
+                raise KeyError(f"{type(self).__name__}: an info reader wrote {key!r}, which its info_spec does not "
+                               "declare; add it to the reader's spec")
+            value = td.get(key)
+            if value is views[key]:
+                continue
+            row, value = dest[key][t, ...], value.numpy(force=True)
+            if mask is None:
+                row[...] = value
+            else:
+                row[mask] = np.broadcast_to(value, row.shape)[mask]
 
     @staticmethod
     def _make(env_name, num_envs, from_pixels, pixels_only, frame_skip, kwargs):
@@ -255,24 +310,26 @@ class GymEnv(EnvBase):
 
     def _reset_into(self, root, t, mask):
         seed, self._reset_seed = self._reset_seed, None  # reset(seed=...)'s
-        if not self._vector:
-            obs, _ = self._env.reset(seed=seed)
+        if not self._vector or mask is None or mask.all():
+            obs, info = self._env.reset(seed=seed)
             self._write_obs(root, t, obs)
-            return
-        if mask is None or mask.all():
-            obs, _ = self._env.reset(seed=seed)
-            self._write_obs(root, t, obs)
+            mask = None
         else:
-            obs, _ = self._env.reset(seed=seed, options={"reset_mask": mask})
+            obs, info = self._env.reset(seed=seed, options={"reset_mask": mask})
             self._write_obs(root, t, obs, mask)
+        if self.info_dict_reader:
+            self._read_info(info, root, t, mask)
 
     def _step_into(self, action, t, root, nxt):
         if self._one_hot_action:  # a single env takes a NumPy scalar, as for Categorical
             action = np.argmax(action, axis=-1, out=self._action_index) if self._vector else action.argmax()
-        obs, reward, terminated, truncated, _ = self._env.step(action)
+        obs, reward, terminated, truncated, info = self._env.step(action)
         if self._skip > 1:
-            obs, reward, terminated, truncated = self._skip_frames(action, obs, reward, terminated, truncated)
+            obs, reward, terminated, truncated, info = self._skip_frames(action, obs, reward, terminated, truncated,
+                                                                         info)
         self._write_obs(nxt, t, obs)
+        if self.info_dict_reader:
+            self._read_info(info, nxt, t)
         if self._vector:
             nxt["reward"][t, :, 0] = reward
             nxt["terminated"][t, :, 0] = terminated
@@ -284,14 +341,14 @@ class GymEnv(EnvBase):
             nxt["truncated"][t, 0] = truncated
             nxt["done"][t, 0] = terminated or truncated
 
-    def _skip_frames(self, action, obs, reward, terminated, truncated):
+    def _skip_frames(self, action, obs, reward, terminated, truncated, info):
         """``frame_skip``: the action again, the rewards summed, until the first done (TorchRL's)."""
         for _ in range(self._skip - 1):
             if np.any(terminated) or np.any(truncated):
                 break
-            obs, more, terminated, truncated, _ = self._env.step(action)
+            obs, more, terminated, truncated, info = self._env.step(action)
             reward = reward + more
-        return obs, reward, terminated, truncated
+        return obs, reward, terminated, truncated, info
 
     _reset_seed: int | None = None
 
