@@ -113,6 +113,15 @@ def test_gym_wrapper_matches_torchrl_s(kwargs):
         GymWrapper("CartPole-v1")
 
 
+def test_torchrl_s_class_attributes():
+    from reap import StepCounter, TransformedEnv
+
+    assert "CartPole-v1" in GymEnv.available_envs and GymEnv.lib is gym
+    env = TransformedEnv(GymEnv("Pendulum-v1"), StepCounter())
+    env.set_missing_tolerance(True)
+    assert env.transform.missing_tolerance
+
+
 def test_one_hot_actions_reach_a_vector_env_as_indices_in_one_buffer():
     class Recorder(gym.vector.VectorWrapper):
         def step(self, actions):

@@ -98,6 +98,13 @@ def _takes_frameskip(env_name: str) -> bool:
         return False
 
 
+class _RegisteredIds:
+    """``GymEnv.available_envs``: gymnasium's registered ids when read (TorchRL's class attribute)."""
+
+    def __get__(self, instance, owner) -> list[str]:
+        return list(gym.registry)
+
+
 class GymEnv(EnvBase):
     """Wrap a gymnasium env id, ``gym.Env`` or ``gym.vector.VectorEnv``, with TorchRL's keywords.
 
@@ -121,6 +128,9 @@ class GymEnv(EnvBase):
         **kwargs: passed to ``gymnasium.make`` / ``gymnasium.make_vec`` (``disable_env_checker``
             defaults to True, as in TorchRL).
     """
+
+    available_envs = _RegisteredIds()
+    lib = gym  # TorchRL's: the library the env comes from
 
     def __init__(self, env_name, *, num_envs: int | None = None, categorical_action_encoding: bool = False,
                  from_pixels: bool = False, pixels_only: bool | None = None, frame_skip: int = 1,

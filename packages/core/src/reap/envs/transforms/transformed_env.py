@@ -239,6 +239,10 @@ class TransformedEnv(EnvBase):
             layout.output_spec.lock_(recurse=True)
             layout.input_spec.lock_(recurse=True)
 
+    def set_missing_tolerance(self, mode: bool = False) -> None:
+        """TorchRL's: the transforms skip absent in_keys (on TensorDicts) instead of raising, when True."""
+        self.transform.set_missing_tolerance(mode)
+
     @property
     def _allow_done_after_reset(self) -> bool:
         return self.base_env._allow_done_after_reset  # the base env's, as TorchRL's
