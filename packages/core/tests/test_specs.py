@@ -185,3 +185,24 @@ def test_stacks_of_equal_and_different_specs():
     assert [td["obs"].shape for td in sample.tensordicts] == [torch.Size([2]), torch.Size([3])]
     del agents["id"]
     assert "id" not in agents[1].keys()
+
+
+def test_negative_step_slices_index_like_python_ranges():
+    # torch refuses negative steps; a spec takes them (TorchRL's shapes), its tensors reversed to match
+    low = torch.arange(15.0).view(5, 3)
+    spec = Bounded(low=low, high=low + 1, shape=(5, 3))
+    assert spec[10:1:-1].shape == (3, 3) and torch.equal(spec[10:1:-1].low, low[2:5].flip(0))
+    assert torch.equal(spec[::-1, 0].low, low[:, 0].flip(0)) and spec[1, ::-2].shape == (2,)
+    assert torch.equal(spec[None, ::-2].high, (low + 1)[::2].flip(0)[None])
+    assert Composite(a=spec, shape=(5,))[::-1]["a"] == spec[::-1] and spec[3:1:1].shape == (0, 3)
+    with pytest.raises(IndexError, match="a negative-step slice of a spec goes with ints, slices, None and"):
+        spec[::-1, [0, 1]]
+
+
+def test_composite_is_in_of_data_without_an_entry_is_a_key_error():
+    spec = Composite(a=Unbounded(3), b=Unbounded(2))
+    data = spec.rand().exclude("b")
+    with pytest.raises(KeyError, match='key "b" not found in TensorDict with keys'):
+        spec.is_in(data)
+    with pytest.raises(KeyError, match="key \"b\" not found"):
+        spec.project(data)

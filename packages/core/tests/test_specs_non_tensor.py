@@ -32,3 +32,27 @@ def test_as_torchrls():
         a, b = getattr(ours, method)(), getattr(theirs, method)()
         assert (type(a), a.batch_size, a.data) == (type(b), b.batch_size, b.data)
     assert ours.expand(3, 2).shape == theirs.expand(3, 2).shape
+
+
+@pytest.mark.parametrize("shape,kwargs,lead", [
+    ((), {}, ()), ((1,), {}, (2,)), ((3, 4), {}, ()), ((3, 4), {}, (2,)), ((3, 4), {"feature_dims": 1}, ()),
+    ((3, 4), {"batched": True}, ()),
+])
+def test_feature_dims_and_stacks_as_torchrl_s(shape, kwargs, lead):
+    # the dims before the last feature_dims are stacked copies of the example (TorchRL's layout)
+    ours = NonTensor(shape=shape, example_data="x", **kwargs)
+    expected = (len(shape) if not kwargs else kwargs.get("feature_dims", 0))
+    assert ours.feature_dims == expected and ours.expand(5, *shape).feature_dims == expected
+    value = ours.zero(lead)
+    stacked = bool((*lead, *shape[: len(shape) - expected]) if expected else ())
+    assert type(value) is (NonTensorStack if stacked else NonTensorData)
+    leaves = value.tolist()
+    for _ in range(len(lead) + len(shape)):
+        leaves = [x for row in leaves for x in row] if isinstance(leaves, list) else leaves
+    assert value.batch_size == (*lead, *shape) and leaves in (["x"] * max(1, torch.Size((*lead, *shape)).numel()), "x")
+    torchrl_data = pytest.importorskip("torchrl.data")
+    theirs = torchrl_data.NonTensor(shape=shape, example_data="x", **kwargs)
+    other = theirs.zero(lead)
+    assert (type(value), value.batch_size) == (type(other), other.batch_size) and ours.feature_dims == theirs.feature_dims
+    with pytest.raises(ValueError, match="give batched or feature_dims, not both"):
+        NonTensor(shape=shape, batched=True, feature_dims=1)

@@ -111,6 +111,9 @@ OPS = {
     "getitem0-names": lambda s, m: getattr(s[0], "names", None),
     "is_in-other-shape": lambda s, m: s.is_in(s.rand((3,))[0]),
     "project-masked": lambda s, m: s.project(s.zero()) if getattr(s, "mask", None) is not None else None,
+    "getitem-negative-step": lambda s, m: s[10:0:-2] if s.ndim > 1 else None,
+    "is_in-missing-key": lambda s, m: s.is_in(s.rand().exclude(next(iter(s.keys())))) if isinstance(
+        s, m.Composite) and len(s.keys()) else None,
 }
 
 
@@ -176,6 +179,9 @@ TORCHRL_FAILS = {
     ("composite-dynamic", "flatten"): "the same",
     ("composite-dynamic", "encode-numpy"): "TorchRL reshapes the value to the -1 dim",
     ("composite-named", "zero-shape"): "TorchRL keeps the names of the batch without the new dims",
+    **{(name, "getitem-negative-step"): "TorchRL indexes the spec's tensors with the negative step, which torch "
+       "refuses" for name in ("bounded", "bounded-int", "bounded-double", "onehot-masked",
+                              "multicategorical-batched", "multicategorical-masked")},
 }
 #: An index of a dim of unknown size (-1): TorchRL passes a list or tensor unchecked, reap refuses it.
 DYNAMIC_UNCHECKED = {"getitem-list", "getitem-tensor"}

@@ -74,6 +74,36 @@ def _index(idx):
     return idx
 
 
+def _positive_steps(shape, idx):
+    """``idx`` with each negative-step slice as the positive one over the same items, and the
+    output dims to flip after it (torch refuses negative steps; specs take them, as TorchRL's).
+
+    Examples:
+        >>> _positive_steps((5, 3), slice(10, 1, -1))
+        (slice(2, 5, 1), (0,))
+        >>> _positive_steps((5, 3), (0, slice(None, None, -2)))
+        ((0, slice(0, 3, 2)), (0,))
+    """
+    parts = list(idx) if isinstance(idx, tuple) else [idx]
+    if not any(isinstance(p, slice) and p.step is not None and p.step < 0 for p in parts):
+        return idx, ()
+    if not all(p is None or p is Ellipsis or isinstance(p, int | slice) for p in parts):
+        raise IndexError(f"a negative-step slice of a spec goes with ints, slices, None and ... only, got {idx!r}")
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        used = sum(isinstance(p, int | slice) for p in parts)
+        parts[at:at + 1] = [slice(None)] * (len(shape) - used)
+    out, dim, flips = [], 0, []
+    for part in parts:
+        if isinstance(part, slice) and part.step is not None and part.step < 0 and dim < len(shape):
+            items = range(shape[dim])[part]
+            flips.append(sum(not isinstance(p, int) for p in out))
+            part = slice(items[-1], items[0] + 1, -part.step) if items else slice(0, 0)
+        out.append(part)
+        dim += part is not None
+    return (tuple(out) if isinstance(idx, tuple) else out[0]), tuple(flips)
+
+
 def _indexed_shape(shape, idx) -> torch.Size:
     """The shape ``shape[idx]`` has, with torch's bounds checks (a zero-stride tensor, no memory).
 
@@ -82,6 +112,7 @@ def _indexed_shape(shape, idx) -> torch.Size:
     """
     if isinstance(idx, tuple) and any(isinstance(i, str) for i in idx):
         raise IndexError(f"cannot index a spec with {idx!r}")
+    idx, _ = _positive_steps(shape, idx)
     if not shape and (idx is Ellipsis or isinstance(idx, slice)):
         return torch.Size(shape)
     parts = list(idx) if isinstance(idx, tuple) else [idx]
@@ -467,7 +498,8 @@ class TensorSpec:
         """The spec of ``tensor[idx]`` (its protected trailing dim kept)."""
         lead = self.shape[: self.ndim - self._protected]
         shape = (*_indexed_shape(lead, idx), *self.shape[len(lead):])
-        return self._map(shape, lambda t, extra: t[_pad(idx, extra)])
+        idx, flips = _positive_steps(lead, idx)
+        return self._map(shape, lambda t, extra: t[_pad(idx, extra)].flip(flips) if flips else t[_pad(idx, extra)])
 
     def _index_select(self, dim: int, index: torch.Tensor):
         dim = dim % self.ndim

@@ -422,7 +422,7 @@ class Composite(TensorSpec):
         for key, spec in self._specs.items():
             if spec is None or (isinstance(spec, Composite) and spec.is_empty()):
                 continue
-            if not spec.is_in(val.get(key)):
+            if not spec.is_in(_entry(val, key)):
                 return False
         return True
 
@@ -430,7 +430,7 @@ class Composite(TensorSpec):
         """``val`` with each entry outside its spec mapped into it (in place)."""
         for key, spec in self._specs.items():
             if spec is not None:
-                item = val.get(key)
+                item = _entry(val, key)
                 if not spec.is_in(item):
                     val.set(key, spec.project(item))
         return val
@@ -666,3 +666,11 @@ class Composite(TensorSpec):
         if locked:
             self._is_locked = False
             self.lock_(recurse=recurse)
+
+
+def _entry(val, key):
+    """``val``'s entry ``key`` as ``get`` gives it (non-tensor data wrapped); a KeyError if absent."""
+    item = val.get(key, None)
+    if item is None and key not in val.keys():
+        raise KeyError(f'key "{key}" not found in {type(val).__name__} with keys {sorted(map(str, val.keys()))}')
+    return item

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensordict import NonTensorData
+from tensordict import NonTensorData, lazy_stack, set_capture_non_tensor_stack
 from tensordict.utils import is_non_tensor
 
 from reap.specs.base import TensorSpec, _size, _torchrl_data
@@ -26,33 +26,47 @@ from reap.specs.base import TensorSpec, _size, _torchrl_data
 
 class NonTensor(TensorSpec):
     """A non-tensor entry of shape ``shape`` (default ``(1,)``, as TorchRL's); ``dtype`` is None
-    unless given, ``example_data`` is what ``rand``/``zero``/``one`` return."""
+    unless given, ``example_data`` is what ``rand``/``zero``/``one`` return.
+
+    The last ``feature_dims`` dims (default: all of ``shape``; none if ``batched``) hold one
+    object; values over the dims before them (and a leading ``shape`` given to ``rand``) are
+    ``NonTensorStack``s of it, as TorchRL's. ``expand`` keeps ``feature_dims``.
+    """
 
     def __init__(self, shape=(1,), device=None, dtype=None, example_data: Any = None,
                  batched: bool | None = None, feature_dims: int | None = None, **kwargs):
         if kwargs:
             raise TypeError(f"NonTensor got unexpected keyword arguments {sorted(kwargs)}")
+        if batched is not None and feature_dims is not None:
+            raise ValueError("NonTensor: give batched or feature_dims, not both")
         super().__init__(_size(shape), None, device, dtype, "")
         self.dtype = dtype  # None stays None (not a tensor)
         self.example_data = example_data
-        self.batched = batched
-        self.feature_dims = feature_dims
+        self.batched = bool(batched)
+        self.feature_dims = (0 if batched else len(self.shape)) if feature_dims is None else feature_dims
 
     def _new(self, shape, *, device=None, dtype=None):
         return NonTensor(shape=shape, device=device or self.device, dtype=dtype or self.dtype,
-                         example_data=self.example_data, batched=self.batched, feature_dims=self.feature_dims)
+                         example_data=self.example_data, feature_dims=self.feature_dims)
 
-    def _value(self, shape=None) -> NonTensorData:
-        return NonTensorData(data=self.example_data, batch_size=(*_size(shape or ()), *self.shape),
-                             device=self.device)
+    def _value(self, shape=None):
+        total = (*_size(shape or ()), *self._safe_shape)
+        features = 0 if self.batched else self.feature_dims
+        split = len(total) - features if features else len(total)
+        value = NonTensorData(data=self.example_data, batch_size=total[split:] if features else total,
+                              device=self.device)
+        with set_capture_non_tensor_stack(False):
+            for size in reversed(total[:split] if features else ()):
+                value = lazy_stack([value.copy() for _ in range(size)])
+        return value
 
-    def rand(self, shape=None, *, generator=None) -> NonTensorData:
+    def rand(self, shape=None, *, generator=None):
         return self._value(shape)
 
-    def zero(self, shape=None) -> NonTensorData:
+    def zero(self, shape=None):
         return self._value(shape)
 
-    def one(self, shape=None) -> NonTensorData:
+    def one(self, shape=None):
         return self._value(shape)
 
     def is_in(self, val) -> bool:
@@ -87,7 +101,7 @@ class NonTensor(TensorSpec):
 
     def to_torchrl(self):
         return _torchrl_data().NonTensor(shape=self.shape, device=self.device, dtype=self.dtype,
-                                         example_data=self.example_data)
+                                         example_data=self.example_data, feature_dims=self.feature_dims)
 
 
 __all__ = ["NonTensor"]
