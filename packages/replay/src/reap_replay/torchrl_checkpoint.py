@@ -221,7 +221,7 @@ def _without_replacement(directory: Path, buffer, tensors: dict) -> dict:
     try:
         sample_list = leaves[("_sample_list",)]
         state = {
-            "_pos": 0,  # TorchRL keeps the indices not drawn yet; reap a list and a position
+            "_pos": 0,  # TorchRL's _sample_list is the indices not drawn yet, as reap's
             "len_storage": int(leaves[("len_storage",)]),
             "_ran_out": bool(leaves[("_ran_out",)]),
             "drop_last": bool(leaves[("drop_last",)]),

@@ -29,8 +29,7 @@ class SamplerWithoutReplacement(Sampler):
     def __init__(self, drop_last: bool = False, shuffle: bool = True):
         self.drop_last = bool(drop_last)
         self.shuffle = bool(shuffle)
-        self._sample_list: torch.Tensor | None = None
-        self._pos = 0
+        self._sample_list: torch.Tensor | None = None  # the epoch's indices not drawn yet (TorchRL's)
         self.len_storage = 0
         self._ran_out = False
 
@@ -44,7 +43,6 @@ class SamplerWithoutReplacement(Sampler):
 
     def _new_epoch(self) -> None:
         self._sample_list = None
-        self._pos = 0
 
     def _permutation(self, n: int) -> torch.Tensor:
         if self.shuffle:
@@ -65,7 +63,7 @@ class SamplerWithoutReplacement(Sampler):
         """The next ``batch_size`` of the epoch's permutation of ``range(n)``."""
         if n == 0:
             raise RuntimeError(_EMPTY)
-        remaining = 0 if self._sample_list is None else self._sample_list.numel() - self._pos
+        remaining = 0 if self._sample_list is None else self._sample_list.numel()
         if (
             self._sample_list is None
             or n != self.len_storage
@@ -73,7 +71,6 @@ class SamplerWithoutReplacement(Sampler):
             or (self.drop_last and remaining < batch_size)
         ):
             self._sample_list = self._permutation(n)
-            self._pos = 0
             self.len_storage = n
             self._ran_out = False
         if self.drop_last and batch_size > n:
@@ -82,13 +79,11 @@ class SamplerWithoutReplacement(Sampler):
                 "This makes it impossible to return a sample without repeating indices. Consider "
                 "changing the sampler class or turn the 'drop_last' argument to False."
             )
-        index = self._sample_list[self._pos : self._pos + batch_size]
-        self._pos += index.numel()
-        remaining = self._sample_list.numel() - self._pos
+        index, self._sample_list = self._sample_list[:batch_size], self._sample_list[batch_size:]
+        remaining = self._sample_list.numel()
         if remaining == 0 or (self.drop_last and remaining < batch_size):
             self._ran_out = True
             self._sample_list = self._permutation(n)  # the next epoch's order, drawn now as TorchRL does
-            self._pos = 0
         return index
 
     def _empty(self) -> None:
@@ -99,7 +94,7 @@ class SamplerWithoutReplacement(Sampler):
     def state_dict(self) -> dict:
         return {
             "_sample_list": self._sample_list,
-            "_pos": self._pos,
+            "_pos": 0,  # (checkpoints before 2026-11-28 kept the whole order and a position in it)
             "len_storage": self.len_storage,
             "_ran_out": self._ran_out,
             "drop_last": self.drop_last,
@@ -121,8 +116,7 @@ class SamplerWithoutReplacement(Sampler):
 
     def load_state_dict(self, state_dict: dict) -> None:
         sl = state_dict.get("_sample_list")
-        self._sample_list = None if sl is None else sl.clone()
-        self._pos = int(state_dict["_pos"])
+        self._sample_list = None if sl is None else sl[int(state_dict["_pos"]):].clone()
         self.len_storage = int(state_dict["len_storage"])
         self._ran_out = bool(state_dict["_ran_out"])
 
