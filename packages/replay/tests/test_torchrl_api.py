@@ -613,3 +613,15 @@ def test_a_pytree_goes_into_a_two_dimensional_storage():
     sample, every = rb.sample(), rb[:]
     assert len(rb) == 12 and sample["x"][0].shape == (4, 2) and sample["y"][0].shape == (4,)
     assert torch.equal(every["y"][0], torch.arange(12.0).view(4, 3)) and every["x"][0].shape == (4, 3, 2)
+
+
+def test_the_transform_chain_runs_through_its_forward_as_a_compose():
+    # TorchRL's tests (and users' hooks) replace rb._transform.forward: sample() must go through it
+    from reap.envs import RewardScaling
+
+    rb = TensorDictReplayBuffer(transform=RewardScaling(0.0, 2.0, in_keys=["r"]), batch_size=1)
+    rb.add(TensorDict(r=torch.ones(1)))
+    assert rb.sample()["r"].tolist() == [[2.0]]
+    seen = []
+    rb._transform.forward = lambda data: seen.append(data) or data.set("r", torch.zeros(1, 1))
+    assert rb.sample()["r"].tolist() == [[0.0]] and len(seen) == 1

@@ -575,7 +575,7 @@ class ReplayBuffer(DumpsAliases):
         """Writes a batch; returns the indices of its items (``[n, ndim]`` with ``ndim`` > 1)."""
         if self._storage.ndim == 1:
             with self._lock:
-                index = self._writer.extend(data)
+                index = _outside_graphs(self._writer.extend, data)
                 self._sampler.extend(index)
             return index
         with self._lock:
@@ -618,7 +618,7 @@ class ReplayBuffer(DumpsAliases):
     # ---------------------------------------------------------------- samples
     def _sample(self, batch_size: int):
         with self._lock:
-            index, info = self._sampler.sample(self._storage, batch_size)
+            index, info = _outside_graphs(self._sampler.sample, self._storage, batch_size)
             if self._storage.ndim > 1:
                 index = self._storage._unravel(index)  # item numbers to (row, column)
             data = self._storage.get(index)
@@ -859,3 +859,10 @@ class ReplayBuffer(DumpsAliases):
                 ``False`` trusts the bytes, for huge buffers. Defaults to ``True``.
         """
         checkpointing.load(self, path, verify_checksum)
+
+
+@torch.compiler.disable
+def _outside_graphs(fn, *args):
+    """``fn(*args)`` run eagerly inside ``torch.compile``d code: the writers' cursors and the
+    storages' lengths are Python ints, which a graph would specialise on (a recompile per value)."""
+    return fn(*args)

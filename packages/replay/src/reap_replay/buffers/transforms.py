@@ -47,6 +47,10 @@ class TransformChain(list):
     """The transforms of a replay buffer, in the order they apply to what is read."""
 
     def __call__(self, data):
+        return self.forward(data)
+
+    def forward(self, data):
+        """Applies each transform, the first first (``__call__`` runs this, as a ``Compose``'s)."""
         for transform in self:
             data = transform(data)
         return data
