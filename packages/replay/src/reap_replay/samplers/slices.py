@@ -414,7 +414,7 @@ def _one_per_item(value: torch.Tensor, cells: int) -> torch.Tensor:
     flat = value.reshape(value.shape[0], cells, -1)
     if flat.shape[2] != 1:
         raise RuntimeError(
-            "Expected the end-of-trajectory signal to be one value per stored item, got a tensor "
+            "Expected the end-of-trajectory signal to be 1-dimensional (one value per stored item), got a tensor "
             f"of shape {list(value.shape)}; store the items one step each"
         )
     return flat[:, 0, 0] if cells == 1 else flat[..., 0]
