@@ -43,7 +43,7 @@ NOT_IN_REAP = {
     # multi-agent groups: reap's specs have flat keys, no agent groups
     "reap.envs.utils": ["MarlGroupMapType", "check_marl_grouping"],
     "reap.data.replay_buffers.writers": ["ImmutableDatasetWriter", "WriterEnsemble"],
-    "reap.data.replay_buffers.storages": ["CompressedListStorage", "LazyStackStorage", "StorageEnsemble",
+    "reap.data.replay_buffers.storages": ["CompressedListStorage", "StorageEnsemble",
                                           "StoreStorage"],
     "reap.weight_update": ["DistributedTransport", "InitialSyncTransport", "MPTransport", "RPCTransport",
                            "RayModuleTransformScheme", "RayTransport", "SharedMemTransport", "TransportBackend",

@@ -625,3 +625,25 @@ def test_the_transform_chain_runs_through_its_forward_as_a_compose():
     seen = []
     rb._transform.forward = lambda data: seen.append(data) or data.set("r", torch.zeros(1, 1))
     assert rb.sample()["r"].tolist() == [[0.0]] and len(seen) == 1
+
+
+@pytest.mark.parametrize("stack_dim", [0, -1])
+def test_lazy_stack_storage_reads_ragged_items_as_one_lazy_stack(stack_dim):
+    from tensordict import LazyStackedTensorDict
+
+    from reap_replay import LazyStackStorage
+
+    rb = ReplayBuffer(storage=LazyStackStorage(max_size=10, stack_dim=stack_dim))
+    rb.add(TensorDict(a=torch.zeros(2, 10), b=torch.rand(2, 4), c="a string!", batch_size=[2]))
+    rb.add(TensorDict(a=torch.ones(2, 11), b=torch.rand(2, 4), c="another string!", batch_size=[2]))
+    sample = rb.sample(6)
+    assert isinstance(sample, LazyStackedTensorDict) and sample.stack_dim == (0 if stack_dim == 0 else 1)
+    assert sample.batch_size == ((6, 2) if stack_dim == 0 else (2, 6))
+    assert sample["b"].shape == (*sample.batch_size, 4)  # entries of one shape read whole
+    rows = sample.unbind(sample.stack_dim)
+    texts = [row["c"] if isinstance(row["c"], str) else row["c"][0] for row in rows]
+    assert all((row["a"].shape[-1] == 10) == (text == "a string!") for row, text in zip(rows, texts))
+    assert set(texts) <= {"a string!", "another string!"}
+    assert rb.storage.get(0)["c"] == "a string!" and len(rb) == 2
+    with pytest.raises(TypeError, match="stack_dim must be an int"):
+        LazyStackStorage(stack_dim="0")

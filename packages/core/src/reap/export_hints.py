@@ -25,6 +25,7 @@ EXPORT_HINTS = {
     "LSTMCell": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),
     "LSTMModule": ("reap-rnn-kernels", ("reap.modules", "reap.modules.tensordict_module", "reap.modules.tensordict_module.rnn")),
     "LazyMemmapStorage": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.storages")),
+    "LazyStackStorage": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.storages")),
     "LazyTensorStorage": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.storages")),
     "ListStorage": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.storages")),
     "MultiAgentGAE": ("reap-value", ("reap.objectives.value", "reap.objectives.value.advantages")),
@@ -130,17 +131,16 @@ TORCHRL_ONLY = {
         "ConstantKLController", "ConsumingSampler", "ContentBase", "DEFAULT_DONE_KEYS",
         "DEVICE_TYPING", "Flat2TED", "FlatStorageCheckpointer", "H5Combine", "H5Split",
         "H5StorageCheckpointer", "HERReplayBuffer", "HashToInt", "HindsightStrategy", "History",
-        "ImmutableDatasetWriter", "LazyStackStorage", "ListStorageCheckpointer", "MCTSForest",
-        "Nested2TED", "NestedStorageCheckpointer", "OfflineToOnlineReplayBuffer", "PairwiseDataset",
-        "PromptData", "PromptGroupSampler", "PromptTensorDictTokenizer", "QueryModule",
-        "RandomProjectionHash", "ReplayBufferEnsemble", "RewardData", "RobotDatasetMetadata",
-        "RolloutFromModel", "SampleUnit", "SamplerEnsemble", "Sequence", "SipHash",
-        "StalenessAwareSampler", "StorageCheckpointerBase", "StorageEnsemble",
-        "StorageEnsembleCheckpointer", "StoreStorage", "StreamingSliceSampler", "TED2Flat",
-        "TED2Nested", "TensorDictMap", "TensorDictTokenizer", "TensorMap",
-        "TensorStorageCheckpointer", "TokenizedDatasetLoader", "TopKRewardSelector", "Trajectory",
-        "TrajectoryPredicate", "Transition", "Tree", "UniformActionTokenizer", "VideoClipRef",
-        "VocabTailActionTokenizer", "WriterEnsemble", "check_no_exclusive_keys",
+        "ImmutableDatasetWriter", "ListStorageCheckpointer", "MCTSForest", "Nested2TED",
+        "NestedStorageCheckpointer", "OfflineToOnlineReplayBuffer", "PairwiseDataset", "PromptData",
+        "PromptGroupSampler", "PromptTensorDictTokenizer", "QueryModule", "RandomProjectionHash",
+        "ReplayBufferEnsemble", "RewardData", "RobotDatasetMetadata", "RolloutFromModel",
+        "SampleUnit", "SamplerEnsemble", "Sequence", "SipHash", "StalenessAwareSampler",
+        "StorageCheckpointerBase", "StorageEnsemble", "StorageEnsembleCheckpointer", "StoreStorage",
+        "StreamingSliceSampler", "TED2Flat", "TED2Nested", "TensorDictMap", "TensorDictTokenizer",
+        "TensorMap", "TensorStorageCheckpointer", "TokenizedDatasetLoader", "TopKRewardSelector",
+        "Trajectory", "TrajectoryPredicate", "Transition", "Tree", "UniformActionTokenizer",
+        "VideoClipRef", "VocabTailActionTokenizer", "WriterEnsemble", "check_no_exclusive_keys",
         "clear_video_decoder_cache", "consolidate_spec", "contains_lazy_spec",
         "create_infinite_iterator", "filter_trajectories", "find_start_stop_traj", "get_dataloader",
         "iter_trajectories", "prefill_replay_buffer", "set_video_decoder_cache_size", "traj",
@@ -151,7 +151,7 @@ TORCHRL_ONLY = {
         "CompressedListStorage", "CompressedListStorageCheckpointer", "ConditionalUpdateResult",
         "ConsumingSampler", "DEFAULT_DONE_KEYS", "Flat2TED", "FlatStorageCheckpointer", "H5Combine",
         "H5Split", "H5StorageCheckpointer", "HERReplayBuffer", "HindsightStrategy",
-        "ImmutableDatasetWriter", "LazyStackStorage", "ListStorageCheckpointer", "Nested2TED",
+        "ImmutableDatasetWriter", "ListStorageCheckpointer", "Nested2TED",
         "NestedStorageCheckpointer", "OfflineToOnlineReplayBuffer", "PromptGroupSampler",
         "ReplayBufferEnsemble", "SampleUnit", "SamplerEnsemble", "Sequence",
         "StalenessAwareSampler", "StorageCheckpointerBase", "StorageEnsemble",
@@ -170,7 +170,7 @@ TORCHRL_ONLY = {
         "StreamingSliceSampler", "SumSegmentTreeFp32", "SumSegmentTreeFp64"
     ),
     "reap.data.replay_buffers.storages": (
-        "CompressedListStorage", "LazyStackStorage", "StorageEnsemble", "StoreStorage"
+        "CompressedListStorage", "StorageEnsemble", "StoreStorage"
     ),
     "reap.data.replay_buffers.writers": (
         "ImmutableDatasetWriter", "WriterEnsemble"

@@ -36,6 +36,7 @@ from reap_replay.samplers import (
 )
 from reap_replay.storages import (
     LazyMemmapStorage,
+    LazyStackStorage,
     LazyTensorStorage,
     ListStorage,
     Storage,
@@ -54,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CheckpointError",
     "LazyMemmapStorage",
+    "LazyStackStorage",
     "LazyTensorStorage",
     "ListStorage",
     "PrioritizedReplayBuffer",

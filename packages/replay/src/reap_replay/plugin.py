@@ -12,7 +12,7 @@ from reap.plugins import hookimpl
 
 _BUFFERS = ("reap.data", "reap.data.replay_buffers")
 _SUBMODULES = {
-    "storages": ("LazyMemmapStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"),
+    "storages": ("LazyMemmapStorage", "LazyStackStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"),
     "samplers": ("PrioritizedSampler", "PrioritizedSliceSampler", "RandomSampler", "Sampler",
                  "SamplerWithoutReplacement", "SliceSampler", "SliceSamplerWithoutReplacement"),
     "writers": ("RoundRobinWriter", "TensorDictMaxValueWriter", "TensorDictRoundRobinWriter", "Writer"),

@@ -1,6 +1,7 @@
 """Storages: where a replay buffer keeps its items.
 
 * :class:`ListStorage`: a Python list, any objects.
+* :class:`LazyStackStorage`: the same, read back as a lazy stack (items of different shapes).
 * :class:`LazyTensorStorage`: tensors (or a TensorDict of tensors) allocated on the first write,
   ``max_size`` rows along the first dimension, on ``device``.
 * :class:`LazyMemmapStorage`: the same on memory-mapped files (tensordict
@@ -16,8 +17,9 @@ Examples:
 """
 
 from reap_replay.storages.base import Storage
+from reap_replay.storages.lazy_stack import LazyStackStorage
 from reap_replay.storages.lists import ListStorage
 from reap_replay.storages.memmap import LazyMemmapStorage
 from reap_replay.storages.tensor import LazyTensorStorage, TensorStorage
 
-__all__ = ["LazyMemmapStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"]
+__all__ = ["LazyMemmapStorage", "LazyStackStorage", "LazyTensorStorage", "ListStorage", "Storage", "TensorStorage"]
