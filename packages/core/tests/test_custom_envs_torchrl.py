@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import NonTensorStack, TensorDict
 from tensordict.nn import TensorDictModule
 
 import reap
@@ -221,3 +221,33 @@ def test_specs_set_before_super_init_errors():
 
     with pytest.raises(ValueError, match=r"done_spec: the 'done' flag must be a torch.bool spec of shape \(1,\)"):
         FloatDone()
+
+
+class _Silent(EnvBase):
+    """Writes nothing: no reward although reap gave it one (TorchRL's EnvThatDoesNothing)."""
+
+    def _reset(self, tensordict, **kwargs):
+        return TensorDict(batch_size=self.batch_size)
+
+    def _step(self, tensordict):
+        return TensorDict(batch_size=self.batch_size)
+
+    def _set_seed(self, seed):
+        return seed
+
+
+def test_an_env_that_writes_no_reward_is_told_which_entry_is_missing():
+    with pytest.raises(KeyError, match=r"_Silent._step returned no 'reward', which its reward spec declares"):
+        _Silent().rollout(2)
+
+
+def test_specs_made_from_data_describe_strings_as_non_tensor():
+    from reap.envs.utils import make_composite_from_td
+    from reap.specs import NonTensor
+
+    data = TensorDict(obs=torch.zeros(2, 3), text=NonTensorStack("a", "b"), batch_size=[2])
+    spec = make_composite_from_td(data)
+    assert spec["text"] == NonTensor(shape=(2,), example_data="a") and spec["obs"].shape == (2, 3)
+    torchrl_utils = pytest.importorskip("torchrl.envs.utils")
+    theirs = torchrl_utils.make_composite_from_td(data)["text"]
+    assert (theirs.shape, theirs.example_data) == (spec["text"].shape, spec["text"].example_data)

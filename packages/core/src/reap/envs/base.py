@@ -58,6 +58,7 @@ from reap.envs.env_specs import FLAG_KEYS, EnvSpecs
 from reap.envs.seeding import seed_generator
 from reap.specs import Composite, TensorSpec, Unbounded
 from reap.specs.base import _ordinal
+from reap.specs.non_tensor import spec_of_non_tensor
 
 __all__ = ["FLAG_KEYS", "HIDDEN_PREFIX", "EnvBase", "checked_env", "is_hidden", "refuse_torchrl_env"]
 
@@ -275,7 +276,10 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         lead = out.batch_size[: out.batch_dims - self.batch_dims] if self.batch_dims else out.batch_size
         for key in self.reward_keys:
             shape = (*lead, *self.full_reward_spec[key].shape)
-            reward = out.get(key)
+            reward = out.get(key, None)
+            if reward is None:
+                raise KeyError(f"{type(self).__name__}._step returned no {key!r}, which its reward spec declares (an "
+                               "env that sets none gets an Unbounded 'reward', where TorchRL's has none): write it")
             if all(s > 0 for s in shape) and reward.shape != shape:
                 out.set(key, reward.view(shape))
         return complete_done(self.full_done_spec, out)
@@ -787,9 +791,9 @@ def _specs_of(first: TensorDictBase, second: TensorDictBase, batch) -> Composite
         value, other = first.get(key), second.get(key, None)
         if is_tensor_collection(value) and not is_non_tensor(value):
             continue
-        if not isinstance(value, torch.Tensor):
-            raise NotImplementedError(f"auto_specs_: {key!r} holds non-tensor data, which reap's specs do not "
-                                      "describe (TorchRL's NonTensor)")
+        if is_non_tensor(value):  # a string, say: TorchRL's NonTensor with the value as its example
+            specs[key] = spec_of_non_tensor(value)
+            continue
         shape = value.shape if other is None else [a if a == b else -1 for a, b in zip(value.shape, other.shape)]
         specs[key] = Unbounded(shape, device=value.device, dtype=value.dtype)
     return Composite(specs, batch_size=batch)

@@ -23,6 +23,7 @@ from tensordict.utils import is_non_tensor, unravel_key
 from reap.envs.done import any_done
 from reap.mirror import module_getattr
 from reap.specs import Composite, Unbounded
+from reap.specs.non_tensor import spec_of_non_tensor
 
 __all__ = [
     "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "make_composite_from_td",
@@ -88,9 +89,9 @@ def make_composite_from_td(data: TensorDictBase, *, unsqueeze_null_shapes: bool 
 
     specs = {}
     for key, value in data.items():
-        if is_non_tensor(value):
-            raise NotImplementedError(f"make_composite_from_td: {key!r} holds non-tensor data, which reap's specs "
-                                      "do not describe (TorchRL's NonTensor); drop it from the TensorDict first")
+        if is_non_tensor(value):  # TorchRL's NonTensor, the value as its example
+            specs[key] = spec_of_non_tensor(value)
+            continue
         specs[key] = make_composite_from_td(value, unsqueeze_null_shapes=unsqueeze_null_shapes,
                                             dynamic_shape=dynamic_shape) if is_tensor_collection(value) else \
             Unbounded(dtype=value.dtype, device=value.device, shape=shape_of(value.shape))

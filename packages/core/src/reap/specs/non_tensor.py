@@ -104,4 +104,19 @@ class NonTensor(TensorSpec):
                                          example_data=self.example_data, feature_dims=self.feature_dims)
 
 
+def spec_of_non_tensor(value) -> NonTensor:
+    """The ``NonTensor`` spec of non-tensor data (its shape; its first item as the example), as
+    TorchRL's spec helpers build it.
+
+    Examples:
+        >>> from tensordict import NonTensorData
+        >>> spec_of_non_tensor(NonTensorData("hi", batch_size=[2])).example_data
+        'hi'
+    """
+    data = value.tolist()
+    while isinstance(data, list) and data:
+        data = data[0]
+    return NonTensor(shape=value.batch_size, device=value.device, example_data=data)
+
+
 __all__ = ["NonTensor"]
