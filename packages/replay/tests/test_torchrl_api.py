@@ -488,8 +488,8 @@ def test_two_dimensional_storages_are_torchrls():
     assert (odd.storage.max_size, len(odd), odd.extend(torch.arange(6).view(3, 2) + 10)[:2].tolist()) == (
         9, 6, [[2, 0], [2, 1]])
     assert odd[:].tolist() == [[11, 1, 10], [13, 3, 12], [15, 5, 14]] and odd._writer._cursor == 1
-    with pytest.raises(NotImplementedError, match="rb\\[index\\] = data on a storage with ndim > 1"):
-        odd[0] = torch.zeros(3)
+    odd[0] = torch.zeros(3)  # one env's steps, in place (integral floats cast exactly)
+    assert odd[:].tolist() == [[0, 0, 0], [13, 3, 12], [15, 5, 14]] and odd._writer._cursor == 1
     with pytest.raises(NotImplementedError, match="dim_extend=storage.ndim - 1 = 1"):
         ReplayBuffer(storage=LazyTensorStorage(10, ndim=2), dim_extend=0)
     with pytest.raises(ValueError, match="TensorDictMaxValueWriter is not compatible with storages with more"):
@@ -647,3 +647,18 @@ def test_lazy_stack_storage_reads_ragged_items_as_one_lazy_stack(stack_dim):
     assert rb.storage.get(0)["c"] == "a string!" and len(rb) == 2
     with pytest.raises(TypeError, match="stack_dim must be an int"):
         LazyStackStorage(stack_dim="0")
+
+
+@pytest.mark.parametrize("storage_cls", [LazyTensorStorage, LazyMemmapStorage])
+def test_in_place_writes_of_a_two_dim_storage_index_the_layout_extend_took(storage_cls, tmp_path):
+    kwargs = {"scratch_dir": tmp_path} if storage_cls is LazyMemmapStorage else {}
+    rb = ReplayBuffer(storage=storage_cls(20, ndim=2, **kwargs))
+    rb.extend(TensorDict({"a": torch.arange(8).expand(2, 8), ("b", "c"): torch.ones(2, 8, 3)}, [2, 8]))
+    zero = TensorDict({"a": torch.zeros(1, dtype=torch.long), ("b", "c"): torch.zeros(1, 3)}, [1])
+    rb[1, 2:3] = zero
+    assert rb[1]["a"].tolist() == [0, 1, 0, 3, 4, 5, 6, 7] and rb[0]["a"].tolist() == list(range(8))
+    rb[:, 5:7] = zero.expand(2).clone()  # broadcast over the envs and the steps
+    assert rb[:, 5:7]["b", "c"].abs().sum() == 0 and rb[:]["a"][:, 4].tolist() == [4, 4]
+    assert len(rb) == 16 and rb.writer._cursor == 8
+    with pytest.raises(ValueError, match=r"entry \('b', 'c'\) has shape \[1, 2\], expected \[1, 3\] for 1 items"):
+        rb[0, 0:1] = TensorDict({"a": torch.zeros(1, dtype=torch.long), ("b", "c"): torch.zeros(1, 2)}, [1])

@@ -485,16 +485,26 @@ class ReplayBuffer(DumpsAliases):
                 "rb[key] = value is not supported: write whole items (rb[index] = data), or "
                 "rb.set_(key, value) for one entry of every item"
             )
-        if self._storage.ndim > 1:
-            raise NotImplementedError(
-                "rb[index] = data on a storage with ndim > 1 is not supported: write whole batches "
-                "with extend(), or use an ndim=1 storage"
-            )
         if self._transform:
             value = self._transform.inv(value)
         with self._lock:
-            self._storage[index] = value
+            if self._storage.ndim > 1:  # index the [B, T] layout extend() took, item by item
+                self._set_items(index, value)
+            else:
+                self._storage[index] = value
         self._drop_prefetched()
+
+    def _set_items(self, index, value) -> None:
+        storage = self._storage
+        rows = storage._len
+        items = self._transpose(torch.arange(rows * storage._cells).view(rows, *storage._inner))[index]
+        if isinstance(value, TensorDictBase):
+            value = value.expand(*items.shape) if value.batch_size != items.shape else value
+            value = value.reshape(-1)
+        elif isinstance(value, torch.Tensor) and storage._flat:
+            item_shape = storage._flat[0][2][len(storage._inner):]
+            value = value.expand(*items.shape, *item_shape).reshape(-1, *item_shape)
+        storage._set_items(items.reshape(-1), value)
 
     def read_all_in_order(self, end: int | None = None):
         """The stored items in storage order (``rb[:end]``)."""

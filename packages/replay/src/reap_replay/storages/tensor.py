@@ -444,6 +444,27 @@ class TensorStorage(Storage):
             value = _exact_cast(key, value, dtype)
         return value
 
+    def _set_items(self, items: torch.Tensor, data) -> None:
+        """Overwrites the items numbered ``items`` (a 1-D LongTensor; ``ndim`` > 1) with ``data``, a
+        tensor or TensorDict of one item per row, checked as :meth:`set` checks rows."""
+        if self._storage is None:
+            raise RuntimeError("Cannot set items of a non-initialized storage: write whole rows with extend() first")
+        if not isinstance(data, (torch.Tensor, TensorDictBase)):
+            raise TypeError(f"in-place writes of items take a tensor or a TensorDict, got {type(data).__name__}")
+        values: list = [data] if self._spec is None else []
+        if self._spec is not None:
+            self._collect(self._spec, data, (), values)
+        n, inner = items.numel(), len(self._inner)
+        for (key, buf, row_shape, dtype), value in zip(self._flat, values):
+            item_shape = row_shape[inner:]
+            if tuple(value.shape) != (n, *item_shape):
+                raise ValueError(f"{'entry ' + _name(key) if key != 'the data' else key} has shape {list(value.shape)}, "
+                                 f"expected {[n, *item_shape]} for {n} items")
+            if value.dtype != dtype:
+                value = _exact_cast(key, value, dtype)
+            buf.view(-1, *item_shape).index_copy_(0, items.to(buf.device), value.to(buf.device))
+        self._revision += 1
+
     def _write(self, index, rows: _Rows) -> None:
         for leaf, value in zip(self._flat, rows.values):
             self._write_leaf(leaf[1], index, value)
