@@ -202,7 +202,7 @@ def test_torchrl_s_other_env_methods():
     assert env.collector is driver
 
 
-def test_auto_specs_refuses_a_non_tensor_observation_by_name():
+def test_auto_specs_describes_a_non_tensor_observation():
     from tensordict import TensorDict
 
     from reap.envs import EnvBase
@@ -224,9 +224,11 @@ def test_auto_specs_refuses_a_non_tensor_observation_by_name():
 
     env = WithMeta()
     env.full_action_spec = Composite(action=Unbounded((1,)))
-    with pytest.raises(NotImplementedError, match=r"auto_specs_: 'meta' holds non-tensor data, which reap's specs "
-                                                  r"do not describe"):
-        env.auto_specs_(lambda td: td.set("action", torch.zeros(1)), observation_key=["obs", "meta"])
+    env.auto_specs_(lambda td: td.set("action", torch.zeros(1)), observation_key=["obs", "meta"])
+    from reap.specs import NonTensor
+
+    assert isinstance(env.observation_spec["meta"], NonTensor) and env.observation_spec["obs"].shape == (3,)
+    assert env.rollout(2)["next", "meta"] == ["step", "step"]
 
 
 def test_outputs_are_on_the_env_s_device_as_torchrls():

@@ -114,7 +114,7 @@ def test_step_with_a_partial_step_entry():
     td["action"] = torch.ones(3, 1)
     td["_step"] = torch.tensor([[True], [False], [True]])
     out = env.step(td)
-    # as TorchRL: the skipped env's "next" entries are zeros, "_step" stays in the input
+    # as TorchRL: the skipped env's "next" entries are its root's (zero reward), "_step" stays in the input
     assert values(out, ("next", "observation")) == [1.0, 0.0, 1.0]
     assert values(out, ("next", "reward")) == [1.0, 0.0, 1.0]
     assert values(out, ("next", "done")) == [True, False, False]
@@ -128,6 +128,12 @@ def test_step_with_a_partial_step_entry():
     assert values(out, ("next", "reward")) == [0.0, 0.0, 0.0]
     assert values(out, ("next", "done")) == [False, False, False]
     assert [sub.steps for sub in env.envs] == [1, 0, 1]
+    td = step_mdp(out)
+    td["observation"] = torch.tensor([[7.0], [8.0], [9.0]])
+    td["action"], td["_step"] = torch.ones(3, 1), torch.tensor([[False], [True], [False]])
+    out = env.step(td)  # TorchRL's test_special.TestPartialSteps: the idle envs' "next" is their root
+    assert values(out, ("next", "observation")) == [7.0, 1.0, 9.0]
+    assert values(out, ("next", "reward")) == [0.0, 1.0, 0.0]
 
 
 # TorchRL: SerialEnv(3, GymEnv("CartPole-v1", categorical_action_encoding=True) seeded 0, 1, 2).rollout(

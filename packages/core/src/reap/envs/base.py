@@ -457,15 +457,13 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         return out
 
     def _skip_envs(self, action, root: dict, nxt: dict, mask: np.ndarray) -> None:
-        """One step of the envs selected by ``mask``; the others' next rows as TorchRL fills them."""
+        """One step of the envs selected by ``mask``; the others' next rows as TorchRL fills them:
+        the root's values, zeros for what the root lacks (the rewards)."""
         idle = ~mask
         if mask.any():
             self._partial_step_into(action, 0, root, nxt, mask)
             for key, value in nxt.items():
-                if is_hidden(key) and key in root:  # internal state stays the root's
-                    value[0][idle] = root[key][0][idle]
-                else:
-                    value[0][idle] = 0
+                value[0][idle] = root[key][0][idle] if key in root else 0
             return
         for key, value in nxt.items():  # nothing stepped: the root carries over
             value[0] = root[key][0] if key in root else 0
