@@ -236,9 +236,14 @@ class _Silent(EnvBase):
         return seed
 
 
-def test_an_env_that_writes_no_reward_is_told_which_entry_is_missing():
+def test_an_env_that_declares_no_reward_gets_zero_rewards_one_that_does_must_write_them():
+    # TorchRL's env without a reward spec has no reward; reap's batches keep a zero one
+    rollout = _Silent().rollout(2)
+    assert rollout["next", "reward"].tolist() == [[0.0], [0.0]]
+    declared = _Silent()
+    declared.reward_spec = Unbounded((1,))
     with pytest.raises(KeyError, match=r"_Silent._step returned no 'reward', which its reward spec declares"):
-        _Silent().rollout(2)
+        declared.rollout(2)
 
 
 def test_specs_made_from_data_describe_strings_as_non_tensor():

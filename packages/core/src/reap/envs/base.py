@@ -278,8 +278,12 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             shape = (*lead, *self.full_reward_spec[key].shape)
             reward = out.get(key, None)
             if reward is None:
-                raise KeyError(f"{type(self).__name__}._step returned no {key!r}, which its reward spec declares (an "
-                               "env that sets none gets an Unbounded 'reward', where TorchRL's has none): write it")
+                if self._storage("_output_spec").get("full_reward_spec") is self.__dict__.get("_default_reward_spec"):
+                    # an env that declares no reward (TorchRL's has none): reap's default one, zero
+                    out.set(key, self.full_reward_spec[key].zero(lead))
+                    continue
+                raise KeyError(f"{type(self).__name__}._step returned no {key!r}, which its reward spec declares: "
+                               "write it")
             if all(s > 0 for s in shape) and reward.shape != shape:
                 out.set(key, reward.view(shape))
         return complete_done(self.full_done_spec, out)

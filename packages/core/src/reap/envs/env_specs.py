@@ -64,6 +64,8 @@ class EnvSpecs:
                     device=spec_device))):
             if storage.get(name) is None:
                 storage[name] = default()
+                if name == "full_reward_spec":  # the env declared no reward: see EnvBase._step_proc_data
+                    self.__dict__["_default_reward_spec"] = storage[name]
         self.__dict__["_input_spec"], self.__dict__["_output_spec"] = inputs, outputs
         self.__dict__["_keys_cache"] = {}
         self.__dict__["_specs_initialized"] = True
