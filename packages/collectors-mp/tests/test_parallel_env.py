@@ -82,17 +82,15 @@ def test_sub_envs_with_strings_are_refused_with_what_to_do():
         ParallelEnv(2, labelled_env, mp_start_method=FAST)
 
 
-def _primed_pendulum():
-    from reap import GymEnv, TensorDictPrimer, TransformedEnv
-
-    env = GymEnv("Pendulum-v1")
-    return TransformedEnv(env, TensorDictPrimer(default_value=1.0, action=env.action_spec.clone()))
-
-
 @pytest.mark.parametrize("shared_memory", [True, False])
 def test_primer_of_an_action_key_shows_in_reset_output(shared_memory):
     # as SerialEnv's (and TorchRL's): reset() returns the action entries a TensorDictPrimer sets
-    env = ParallelEnv(2, _primed_pendulum, mp_start_method=FAST, shared_memory=shared_memory)
+    from reap import GymEnv, TensorDictPrimer, TransformedEnv
+    from reap.specs import Bounded
+
+    primed = lambda: TransformedEnv(  # noqa: E731 (a lambda goes to the workers by value)
+        GymEnv("Pendulum-v1"), TensorDictPrimer(default_value=1.0, action=Bounded(-2.0, 2.0, (1,))))
+    env = ParallelEnv(2, primed, mp_start_method=FAST, shared_memory=shared_memory)
     try:
         assert env.reset()["action"].tolist() == [[1.0], [1.0]]
         assert env.rollout(2)["action"].shape == (2, 2, 1)
