@@ -466,11 +466,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         idle = ~mask
         if mask.any():
             self._partial_step_into(action, 0, root, nxt, mask)
-            for key, value in nxt.items():
-                value[0][idle] = root[key][0][idle] if key in root else 0
-            return
-        for key, value in nxt.items():  # nothing stepped: the root carries over
-            value[0] = root[key][0] if key in root else 0
+        for key, value in nxt.items():
+            value[0][idle] = root[key][0][idle] if key in root else 0
 
     def step_mdp(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         """The root of the next step (TorchRL's env ``step_mdp``): the root's entries but the

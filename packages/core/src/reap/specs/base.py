@@ -74,6 +74,15 @@ def _index(idx):
     return idx
 
 
+def _without_ellipsis(parts: list, ndim: int) -> list:
+    """``parts`` (an index as a list) with its ``...`` spelled out as ``:`` for each dim it covers."""
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        used = sum(isinstance(p, int | slice) for p in parts)
+        parts[at:at + 1] = [slice(None)] * (ndim - used)
+    return parts
+
+
 def _positive_steps(shape, idx):
     """``idx`` with each negative-step slice as the positive one over the same items, and the
     output dims to flip after it (torch refuses negative steps; specs take them, as TorchRL's).
@@ -89,10 +98,7 @@ def _positive_steps(shape, idx):
         return idx, ()
     if not all(p is None or p is Ellipsis or isinstance(p, int | slice) for p in parts):
         raise IndexError(f"a negative-step slice of a spec goes with ints, slices, None and ... only, got {idx!r}")
-    if Ellipsis in parts:
-        at = parts.index(Ellipsis)
-        used = sum(isinstance(p, int | slice) for p in parts)
-        parts[at:at + 1] = [slice(None)] * (len(shape) - used)
+    parts = _without_ellipsis(parts, len(shape))
     out, dim, flips = [], 0, []
     for part in parts:
         if isinstance(part, slice) and part.step is not None and part.step < 0 and dim < len(shape):
@@ -119,10 +125,7 @@ def _indexed_shape(shape, idx) -> torch.Size:
     simple = all(p is None or p is Ellipsis or isinstance(p, (int, slice)) for p in parts)
     if not any(s < 0 for s in shape) or not simple:
         return torch.zeros((), dtype=torch.bool).expand(_safe(shape))[_index(idx)].shape
-    if Ellipsis in parts:
-        at = parts.index(Ellipsis)
-        used = sum(isinstance(p, (int, slice)) for p in parts)
-        parts[at:at + 1] = [slice(None)] * (len(shape) - used)
+    parts = _without_ellipsis(parts, len(shape))
     out, dim = [], 0
     for part in parts:
         if part is None:
