@@ -7,7 +7,7 @@ import torch
 
 from reap import Collector, SerialEnv
 from reap_mp import ParallelEnv, WorkerError
-from reap_testing import AgentsEnv, constant_policy, env_fn, pid_alive
+from reap_testing import AgentsEnv, CountingEnv, constant_policy, env_fn, pid_alive
 
 FAST = "forkserver"
 
@@ -64,6 +64,17 @@ def test_nested_keys_and_several_actions_step_as_in_serial_env(shared_memory, ro
     assert (got == want).all()
     # counts 1, 2, 3 (done at 3, reset), 1
     assert got["next", "agents", "obs"][0, 0, :, 0, 0].tolist() == [1.0, 2.0, 3.0, 1.0]
+
+
+def test_nested_done_resets_only_its_sub_env():
+    # TorchRL's rule: ("agent", "done") firing in one sub-env resets that sub-env only
+    kwargs = [{"limit": 2.0, "group": "agent"}, {"limit": 3.0, "group": "agent"}]
+    with ParallelEnv(2, CountingEnv, create_env_kwargs=kwargs, mp_start_method=FAST) as env:
+        td, counts = env.reset(), []
+        for _ in range(5):
+            stepped, td = env.step_and_maybe_reset(td.set("action", torch.ones(2, 1)))
+            counts.append(stepped["next", "observation"].flatten().tolist())
+    assert counts == [[1, 1], [2, 2], [1, 3], [2, 1], [1, 2]]
 
 
 def test_sub_envs_of_different_layouts_are_refused():

@@ -118,3 +118,20 @@ def test_a_transformed_serial_env_of_several_actions_steps():
     env = TransformedEnv(SerialEnv(2, functools.partial(AgentsEnv, root_action=True)), RewardSum(in_keys=[("agents", "reward")]))
     rollout = env.rollout(3, policy)
     assert rollout["next", "agents", "episode_reward"][1, 0, :, 2].flatten().tolist() == [1.0, 3.0, 6.0]
+
+
+@pytest.mark.parametrize("group", [None, "agent"])
+def test_serial_env_resets_only_the_sub_env_whose_nested_done_fired(group):
+    """TorchRL's rule: a done flag in a nested group resets only the sub-env it fired in (reap reset
+    them all when the group was not the root)."""
+    from reap.envs import SerialEnv
+    from reap_testing import CountingEnv
+
+    env = SerialEnv(2, CountingEnv, create_env_kwargs=[{"limit": 2.0, "group": group}, {"limit": 3.0, "group": group}])
+    assert env.reset_keys == ["_reset" if group is None else (group, "_reset")]
+    td, counts = env.reset(), []
+    for _ in range(5):
+        stepped, td = env.step_and_maybe_reset(td.set("action", torch.ones(2, 1)))
+        counts.append(stepped["next", "observation"].flatten().tolist())
+    assert counts == [[1, 1], [2, 2], [1, 3], [2, 1], [1, 2]]
+    env.close()

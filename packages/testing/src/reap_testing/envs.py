@@ -47,7 +47,8 @@ class CountingEnv(EnvBase):
     """A custom env written the TorchRL way (``_reset``/``_step``).
 
     The observation counts up by the action; the episode terminates when it reaches ``limit``;
-    the reward is the action.
+    the reward is the action. ``group="agent"`` puts the done flags in that nested group
+    (``("agent", "done")``, no root flag).
 
     Examples:
         >>> import torch
@@ -57,11 +58,18 @@ class CountingEnv(EnvBase):
         [False, True]
     """
 
-    def __init__(self, limit: float = 5.0, dtype=torch.float32):
+    def __init__(self, limit: float = 5.0, dtype=torch.float32, group: str | None = None):
         super().__init__()
-        self.limit = limit
+        self.limit, self.group = limit, group
         self.observation_spec = Composite(observation=Unbounded(shape=(1,), dtype=dtype))
         self.action_spec = Bounded(0.0, 2.0, shape=(1,))
+        if group is not None:
+            flag = Categorical(2, shape=(1,), dtype=torch.bool)
+            self.done_spec = Composite({group: Composite(done=flag, terminated=flag.clone())})
+
+    def _flags(self, done: torch.Tensor) -> dict:
+        flags = {"done": done, "terminated": done.clone()}
+        return flags if self.group is None else {self.group: TensorDict(flags)}
 
     def _reset(self, td):
         self.count = torch.zeros(1, dtype=self.observation_spec["observation"].dtype)
@@ -69,10 +77,8 @@ class CountingEnv(EnvBase):
 
     def _step(self, td):
         self.count = self.count + td["action"].to(self.count.dtype)
-        done = self.count >= self.limit
-        return TensorDict(
-            observation=self.count.clone(), reward=td["action"].clone(), done=done, terminated=done.clone()
-        )
+        return TensorDict(observation=self.count.clone(), reward=td["action"].clone(),
+                          **self._flags(self.count >= self.limit))
 
 
 class AgentsEnv(EnvBase):

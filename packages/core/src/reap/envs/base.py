@@ -360,9 +360,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         return out if tensordict is None else update_during_reset(out, tensordict, self.reset_keys)
 
     def _reset_arrays(self, tensordict) -> TensorDictBase:
-        mask = None
-        if tensordict is not None and "_reset" in tensordict.keys():
-            mask = tensordict["_reset"].reshape(self.batch_size).numpy(force=True)
+        mask = None if tensordict is None else self._reset_mask(tensordict)
         root, _, root_td, _ = self.allocate(1)
         if mask is not None:
             self._restore_hidden(root)
@@ -374,6 +372,18 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         self._stash_hidden(root, None)
         primed = self._primed_action_keys()  # TorchRL's reset output carries those a primer sets
         return self._visible(root_td[0].exclude(*(k for k in self.action_keys if k not in primed))).clone()
+
+    def _reset_mask(self, tensordict: TensorDictBase):
+        """The envs to reset, batch-shaped: any of each env's ``_reset`` entries (root or nested, a
+        nested group's extra dims reduced) is True; None without any ``_reset`` entry (all of them)."""
+        mask = None
+        for key in dict.fromkeys(["_reset", *self.reset_keys]):
+            flag = tensordict.get(key, None)
+            if flag is None:
+                continue
+            flag = flag.reshape(*self.batch_size, -1).any(-1)
+            mask = flag if mask is None else mask | flag
+        return None if mask is None else mask.numpy(force=True)
 
     def _reset_check_done(self, tensordict, out) -> None:
         """TorchRL's check: a reset env may not be done (unless ``allow_done_after_reset``)."""
