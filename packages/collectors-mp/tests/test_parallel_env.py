@@ -7,7 +7,14 @@ import torch
 
 from reap import Collector, SerialEnv
 from reap_mp import ParallelEnv, WorkerError
-from reap_testing import AgentsEnv, CountingEnv, constant_policy, env_fn, pid_alive
+from reap_testing import (
+    AgentsEnv,
+    CountingEnv,
+    UnequalAgentsEnv,
+    constant_policy,
+    env_fn,
+    pid_alive,
+)
 
 FAST = "forkserver"
 
@@ -75,6 +82,29 @@ def test_nested_done_resets_only_its_sub_env():
             stepped, td = env.step_and_maybe_reset(td.set("action", torch.ones(2, 1)))
             counts.append(stepped["next", "observation"].flatten().tolist())
     assert counts == [[1, 1], [2, 2], [1, 3], [2, 1], [1, 2]]
+
+
+def test_heterogeneous_sub_envs_step_on_tensordicts_as_in_serial_env():
+    # a lazy-stacked group fits no shared array: the workers step on TensorDicts sent by pipe
+    kwargs = [{"limit": 2}, {"limit": 3}]
+    serial = SerialEnv(2, UnequalAgentsEnv, create_env_kwargs=kwargs)
+    with ParallelEnv(2, UnequalAgentsEnv, create_env_kwargs=kwargs, mp_start_method=FAST) as env:
+        assert env.full_observation_spec == serial.full_observation_spec
+        got = [env.reset()]
+        want = [serial.reset()]
+        for _ in range(4):
+            for out, e in ((got, env), (want, serial)):
+                stepped, root = e.step_and_maybe_reset(out[-1].set("action", torch.ones(2, 1)))
+                out[-1:] = [stepped, root]
+        rollout = env.rollout(3, break_when_any_done=False)
+    for a, b in zip(got, want):
+        assert set(a.keys(True, True)) == set(b.keys(True, True))
+        for i in range(2):  # sub-env by sub-env (their groups do not stack)
+            assert (a[i] == b[i]).all()
+    assert got[3]["next", "agents"][0][1]["obs"].tolist() == [2.0, 2.0, 2.0]  # sub-env 0 reset at step 2
+    assert rollout["next", "agents"][1, 2][0]["obs"].tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="ParallelEnv: the env is closed"):
+        env.reset()
 
 
 def test_sub_envs_of_different_layouts_are_refused():

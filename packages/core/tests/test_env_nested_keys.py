@@ -135,3 +135,34 @@ def test_serial_env_resets_only_the_sub_env_whose_nested_done_fired(group):
         counts.append(stepped["next", "observation"].flatten().tolist())
     assert counts == [[1, 1], [2, 2], [1, 3], [2, 1], [1, 2]]
     env.close()
+
+
+def _obs_counts(td) -> list:
+    """Per sub-env, the count each agent of an UnequalAgentsEnv sees (and the agents' obs sizes)."""
+    agents = td["next", "agents"]
+    return [[(agents[i][a]["obs"][0].item(), agents[i][a]["obs"].numel()) for a in range(2)] for i in range(2)]
+
+
+def test_serial_env_of_heterogeneous_envs_steps_on_tensordicts():
+    """Sub-envs with a heterogeneous (lazy-stacked) group, which no step array holds, step as
+    TorchRL's SerialEnv steps them: lazy stacks, a done sub-env reset alone; through a collector too."""
+    from reap.collectors import Collector
+    from reap.envs import SerialEnv
+    from reap_testing import UnequalAgentsEnv
+
+    env = SerialEnv(2, UnequalAgentsEnv, create_env_kwargs=[{"limit": 2}, {"limit": 3}])
+    assert env.full_observation_spec["agents"].shape == (2, 2)
+    check_env_specs(env, break_when_any_done="both")
+    td, seen = env.reset(), []
+    for _ in range(4):
+        stepped, td = env.step_and_maybe_reset(td.set("action", torch.ones(2, 1)))
+        seen.append(_obs_counts(stepped))
+    assert seen == [[[(c0, 2), (c0, 3)], [(c1, 2), (c1, 3)]] for c0, c1 in [(1, 1), (2, 2), (1, 3), (2, 1)]]
+    rollout = env.rollout(3, break_when_any_done=False)
+    assert rollout.batch_size == (2, 3) and rollout["next", "agents"][0, 2][1]["obs"].tolist() == [1.0, 1.0, 1.0]
+    with Collector(env, None, frames_per_batch=8, total_frames=8) as collector:
+        batch = next(iter(collector))
+    assert batch.batch_size == (2, 4)
+    assert batch["collector", "traj_ids"].tolist() == [[0, 0, 2, 2], [1, 1, 1, 3]]
+    assert [batch["next", "agents"][0, t][1]["obs"][0].item() for t in range(4)] == [1.0, 2.0, 1.0, 2.0]
+    env.close()

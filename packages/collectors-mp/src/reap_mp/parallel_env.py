@@ -27,7 +27,17 @@ import torch
 
 from reap.collectors.lifetime import ForkserverUse, track, untrack
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
-from reap.envs.serial import _ONLY, FULL_SPECS, SerialEnv, refuse_non_tensor, sub_env_layout
+from reap.envs.serial import (
+    _ONLY,
+    FULL_SPECS,
+    SerialEnv,
+    has_heterogeneous_entries,
+    refuse_non_tensor,
+    split_reset,
+    split_step,
+    stack_sub_envs,
+    sub_env_layout,
+)
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
 
@@ -39,23 +49,33 @@ def env_worker(idx, conn, payload):
         closers.append(getattr(env, "close", lambda: None))
         checked_env(env, "ParallelEnv")
         refuse_non_tensor(env, "ParallelEnv")
-        _, _, root_td, next_td = env.allocate(1)
-        if shared:
-            root_td.share_memory_()
-            next_td.share_memory_()
-        root, nxt = leaf_arrays(root_td, env.root_specs()), leaf_arrays(next_td, env.next_specs())
+        # heterogeneous (lazy-stacked) entries fit no array: such a sub-env steps on TensorDicts sent by pipe
+        on_tensordicts = has_heterogeneous_entries(env)
+        shared = shared and not on_tensordicts
+        root_td = next_td = None
+        if not on_tensordicts:
+            _, _, root_td, next_td = env.allocate(1)
+            if shared:
+                root_td.share_memory_()
+                next_td.share_memory_()
+            root, nxt = leaf_arrays(root_td, env.root_specs()), leaf_arrays(next_td, env.next_specs())
         meta = {name: getattr(env, name) for name in FULL_SPECS}
         meta["device"] = env.device
         meta.update(layout=sub_env_layout(env), root_specs=env.root_specs(), next_specs=env.next_specs(),
                     state_keys=tuple(env.state_keys), passthrough_keys=tuple(env.passthrough_keys),
-                    primed_action_keys=tuple(env._primed_action_keys()))
+                    primed_action_keys=tuple(env._primed_action_keys()), on_tensordicts=on_tensordicts)
         conn.send(("ready", meta, root_td if shared else None, next_td if shared else None))
         # with several action keys there is no single action: the env reads them all from root
-        action = root[env.action_key] if len(env.action_keys) == 1 else None
+        action = root[env.action_key] if len(env.action_keys) == 1 and not on_tensordicts else None
         while True:
             message = conn.recv()
             command = message[0]
-            if command == "s":
+            if command == "S":  # TensorDict mode: (input, stepped)
+                sub, stepped = message[1]
+                conn.send(("k", env.step(sub).get("next") if stepped else env._skip_tensordict(sub)))
+            elif command == "R":
+                conn.send(("k", env.reset(message[1], **message[2])))
+            elif command == "s":
                 if not shared:
                     for key, value in message[1].items():
                         root[key][0] = value
@@ -174,6 +194,7 @@ class ParallelEnv(EnvBase):
                 self.close()
                 raise ValueError(f"ParallelEnv: every sub-env must have the same batch size and keys, with the same "
                                  f"shapes and dtypes; sub-env {i}'s differ from sub-env 0's")
+        self._on_tensordicts = meta["on_tensordicts"]
         self._w_root = [r[2] for r in ready]
         self._w_next = [r[3] for r in ready]
         self._w_root_np = [None if td is None else leaf_arrays(td, meta["root_specs"]) for td in self._w_root]
@@ -218,6 +239,29 @@ class ParallelEnv(EnvBase):
     def _primed_action_keys(self) -> tuple:
         return self._primed
 
+    # ---- TensorDicts (sub-envs with heterogeneous entries, which no array holds) ----------
+    @property
+    def _torchrl_style(self) -> bool:
+        return self._on_tensordicts
+
+    def _reset(self, tensordict=None, **kwargs):
+        self._check_open()
+        ids = []
+        for i, sub in enumerate(split_reset(self, tensordict)):
+            if sub is not False:
+                self._send(i, ("R", sub, kwargs))
+                ids.append(i)
+        outs = [None] * self.num_workers
+        for i, reply in zip(ids, self._gather(ids)):
+            outs[i] = reply[1]
+        return stack_sub_envs(outs)
+
+    def _step(self, tensordict):
+        self._check_open()
+        for i, message in enumerate(split_step(tensordict)):
+            self._send(i, ("S", message))
+        return stack_sub_envs([reply[1] for reply in self._gather(range(self.num_workers))])
+
     # ---- array API -------------------------------------------------------------------------
     def _gather(self, ids) -> list:
         replies = []
@@ -236,9 +280,12 @@ class ParallelEnv(EnvBase):
             self.close()
             raise
 
-    def _step_into(self, action, t, root, nxt):
+    def _check_open(self) -> None:
         if self.is_closed:
             raise RuntimeError("ParallelEnv: the env is closed")
+
+    def _step_into(self, action, t, root, nxt):
+        self._check_open()
         n = self.num_workers
         for i in range(n):
             if self.shared_memory:
@@ -260,8 +307,7 @@ class ParallelEnv(EnvBase):
                 nxt[key][t][i] = source[key][0]
 
     def _reset_into(self, root, t, mask):
-        if self.is_closed:
-            raise RuntimeError("ParallelEnv: the env is closed")
+        self._check_open()
         ids = []
         for i in range(self.num_workers):
             if mask is not None and not mask[i].any():

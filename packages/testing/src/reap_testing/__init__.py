@@ -9,6 +9,7 @@ from reap_testing.envs import (
     EchoEnv,
     FaultyEnv,
     GrowingEnv,
+    UnequalAgentsEnv,
     env_fn,
 )
 from reap_testing.faults import FAULTS, hold_lock_and_die, inject_fault
@@ -29,7 +30,7 @@ from reap_testing.policies import ConstantPolicy, FaultyPolicy, RaisingPolicy, c
 from reap_testing.waiting import wait_until
 
 __all__ = ["FAULTS", "AgentsEnv", "BatchSink", "BusyEchoEnv", "BusyEnv", "ConstantPolicy", "CountingEnv", "EchoEnv",
-           "FaultyEnv", "FaultyPolicy", "GrowingEnv", "RaisingPolicy", "child_pids", "children_but_tracker", "constant_policy",
+           "FaultyEnv", "FaultyPolicy", "GrowingEnv", "RaisingPolicy", "UnequalAgentsEnv", "child_pids", "children_but_tracker", "constant_policy",
            "env_fn", "group_left", "group_pids", "hold_lock_and_die", "inject_fault", "listening_addresses",
            "pid_alive", "shm_left_by_us", "shm_mapped_by", "shm_segments", "wait_gone", "wait_until",
            "worker_pids"]

@@ -7,6 +7,8 @@ or ``forkserver``, Ray actors and torch.distributed ranks import them by name.
 * :class:`AgentsEnv`: a custom env written the TorchRL way with nested keys: two envs of three
   agents under ``"agents"``, the agents' own done flags beside the root's, and with
   ``root_action=True`` a second action at the root (no single action key).
+* :class:`UnequalAgentsEnv`: a custom env with a heterogeneous group: two agents whose
+  observations have 2 and 3 entries (a lazy stack of their specs and values).
 * :class:`GrowingEnv`: a custom env whose observation grows by a row each step (a -1 dim).
 * :class:`BusyEnv`: each step burns ``step_seconds`` of CPU (scaling benchmarks).
 * :class:`EchoEnv`: a deterministic, seedable env on reap's array API whose reward echoes the
@@ -36,7 +38,7 @@ import time
 
 import numpy as np
 import torch
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 
 from reap import EnvBase
 from reap.specs import Bounded, Categorical, Composite, Unbounded
@@ -116,6 +118,38 @@ class AgentsEnv(EnvBase):
 
     def _set_seed(self, seed):
         torch.manual_seed(seed)
+
+
+class UnequalAgentsEnv(EnvBase):
+    """Two agents under ``"agents"`` whose ``"obs"`` have 2 and 3 entries (a heterogeneous group,
+    lazy-stacked), each filled with the step count; done after ``limit`` steps.
+
+    Examples:
+        >>> from reap_testing import UnequalAgentsEnv
+        >>> td = UnequalAgentsEnv(limit=2).rollout(5)
+        >>> [td["next", "agents"][1][i]["obs"].tolist() for i in range(2)]
+        [[2.0, 2.0], [2.0, 2.0, 2.0]]
+    """
+
+    def __init__(self, limit: int = 3):
+        super().__init__()
+        self.limit, self.count = limit, 0
+        self.observation_spec = Composite(
+            agents=torch.stack([Composite(obs=Unbounded((2,))), Composite(obs=Unbounded((3,)))], 0))
+        self.action_spec = Bounded(0.0, 1.0, shape=(1,))
+
+    def _agents(self) -> LazyStackedTensorDict:
+        return LazyStackedTensorDict.lazy_stack(
+            [TensorDict(obs=torch.full((2,), float(self.count))), TensorDict(obs=torch.full((3,), float(self.count)))])
+
+    def _reset(self, td):
+        self.count = 0
+        return TensorDict(agents=self._agents())
+
+    def _step(self, td):
+        self.count += 1
+        done = torch.tensor([self.count >= self.limit])
+        return TensorDict(agents=self._agents(), reward=td["action"].clone(), done=done, terminated=done.clone())
 
 
 class GrowingEnv(EnvBase):

@@ -821,6 +821,11 @@ def _key_tree(keys) -> dict:
 def _place(tree: dict, source: TensorDictBase, dest: TensorDictBase) -> TensorDictBase:
     """The entries of ``tree`` copied from ``source`` into ``dest``, level by level, each stacked
     TensorDict of a lazy stack on its own (their entries may differ in shape)."""
+    if isinstance(source, LazyStackedTensorDict) and isinstance(dest, LazyStackedTensorDict) and (
+            source.stack_dim == dest.stack_dim and len(source.tensordicts) == len(dest.tensordicts)):
+        # the sub-envs of a SerialEnv of heterogeneous envs: their groups do not stack
+        return LazyStackedTensorDict.lazy_stack(
+            [_place(tree, s, d) for s, d in zip(source.tensordicts, dest.tensordicts)], source.stack_dim)
     for key, sub in tree.items():
         value = source.get(key, None)
         if value is None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+from tensordict import LazyStackedTensorDict
 
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
 from reap.specs.non_tensor import NonTensor
+from reap.specs.stacked import Stacked, StackedComposite
 
 
 def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[EnvBase]:
@@ -54,6 +56,42 @@ def refuse_non_tensor(env: EnvBase, owner: str) -> None:
         raise ValueError(f"{owner}: the env has non-tensor entries {found} (NonTensor specs), and batched envs step "
                          "arrays of tensors; run such an env alone (a collector steps it one TensorDict per step; "
                          "MultiSyncCollector with one env per worker batches several)")
+
+
+def has_heterogeneous_entries(env: EnvBase) -> bool:
+    """Whether ``env`` has a heterogeneous (lazy-stacked) entry, which no step array can hold."""
+    return any(isinstance(sub, (Stacked, StackedComposite))
+               for spec in (env.output_spec, env.input_spec) for _, sub in spec.items(True))
+
+
+def split_reset(env: EnvBase, tensordict) -> list:
+    """What each sub-env of the batched ``env`` resets with: False (not reset: its ``_reset``
+    entries are False), None (no input) or its reset flags and state from ``tensordict``."""
+    mask = None if tensordict is None else env._reset_mask(tensordict)
+    keys = [*env.reset_keys, *env.full_state_spec.keys(True, True)]
+    subs = []
+    for i in range(env.batch_size[0]):
+        if mask is not None and not mask[i].any():
+            subs.append(False)
+            continue
+        sub = None if tensordict is None else tensordict[i].select(*keys, strict=False)
+        subs.append(None if sub is None or sub.is_empty() else sub)
+    return subs
+
+
+def split_step(tensordict) -> list[tuple]:
+    """``(input, stepped)`` per sub-env: its rows of ``tensordict`` and whether a ``_step`` entry
+    (TorchRL's partial steps) selects it."""
+    partial = tensordict.get("_step", None)
+    return [(tensordict[i].exclude("_step", "next"), partial is None or bool(partial[i].any()))
+            for i in range(tensordict.batch_size[0])]
+
+
+def stack_sub_envs(outs: list) -> LazyStackedTensorDict:
+    """The sub-envs' TensorDicts lazy-stacked (their groups need not stack); a None is zeros like
+    the others (a sub-env not reset: ``reset`` keeps its rows)."""
+    given = next(out for out in outs if out is not None)
+    return LazyStackedTensorDict.lazy_stack([given.apply(torch.zeros_like) if out is None else out for out in outs], 0)
 
 
 #: The specs a batch of sub-envs takes from its first sub-env, each expanded by the number of sub-envs.
@@ -108,6 +146,24 @@ class SerialEnv(EnvBase):
         self._extra_root = {k: v for k, v in first.root_specs().items() if k not in plain_root}
         self._extra_next = {k: v for k, v in first.next_specs().items() if k not in plain_next}
         self._views: dict[int, tuple[dict, list[dict]]] = {}
+        #: heterogeneous (lazy-stacked) entries, which no array holds: step on TensorDicts, as TorchRL's
+        self._on_tensordicts = has_heterogeneous_entries(first)
+
+    @property
+    def _torchrl_style(self) -> bool:
+        return self._on_tensordicts
+
+    def _reset(self, tensordict=None, **kwargs):
+        """Reset the sub-envs the ``_reset`` entries select (all without), each by its ``reset``."""
+        subs = split_reset(self, tensordict)
+        return stack_sub_envs([None if sub is False else env.reset(sub, **kwargs) for env, sub in zip(self.envs, subs)])
+
+    def _step(self, tensordict):
+        """Step each sub-env by its ``step`` (those a ``_step`` entry selects; the others' ``"next"``
+        is their root's, as a skipped env's)."""
+        outs = [env.step(sub).get("next") if stepped else env._skip_tensordict(sub)
+                for env, (sub, stepped) in zip(self.envs, split_step(tensordict))]
+        return stack_sub_envs(outs)
 
     def root_specs(self):
         specs = super().root_specs()
