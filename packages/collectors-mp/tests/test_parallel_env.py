@@ -107,6 +107,23 @@ def test_heterogeneous_sub_envs_step_on_tensordicts_as_in_serial_env():
         env.reset()
 
 
+def test_public_attributes_and_methods_are_asked_of_the_workers():
+    # TorchRL's forwarding: what ParallelEnv lacks, each worker's sub-env answers
+    kwargs = [{"limit": 2.0}, {"limit": 3.0}]
+    with ParallelEnv(2, CountingEnv, create_env_kwargs=kwargs, mp_start_method=FAST) as env:
+        env.rollout(2, lambda td: td.set("action", torch.tensor([[1.0], [2.0]])), break_when_any_done=False)
+        assert env.limit == [2.0, 3.0]
+        assert env.scaled_count(10.0) == [20.0, 40.0]
+        with pytest.raises(RuntimeError, match="ParallelEnv: sub-env 0's scaled_count raised ValueError: factor must"):
+            env.scaled_count(0)
+        with pytest.raises(AttributeError, match="no attribute 'nothing', nor have its sub-envs"):
+            _ = env.nothing
+        assert not hasattr(env, "_flags")  # private names are not forwarded
+        assert env.scaled_count() == [2.0, 4.0]  # the workers live on after an error
+    with pytest.raises(AttributeError, match=r"no attribute 'limit' \(the env is closed"):
+        _ = env.limit
+
+
 def test_sub_envs_of_different_layouts_are_refused():
     with pytest.raises(ValueError, match=r"ParallelEnv: every sub-env must have the same batch size and keys, with "
                                          r"the same shapes and dtypes; sub-env 1's differ from sub-env 0's"):

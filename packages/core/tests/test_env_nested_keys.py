@@ -166,3 +166,23 @@ def test_serial_env_of_heterogeneous_envs_steps_on_tensordicts():
     assert batch["collector", "traj_ids"].tolist() == [[0, 0, 2, 2], [1, 1, 1, 3]]
     assert [batch["next", "agents"][0, t][1]["obs"][0].item() for t in range(4)] == [1.0, 2.0, 1.0, 2.0]
     env.close()
+
+
+def test_serial_env_forwards_public_attributes_and_methods_to_its_sub_envs():
+    # TorchRL's forwarding: what the batched env lacks, its sub-envs answer, one value each
+    from reap.envs import SerialEnv
+    from reap.envs.transforms import StepCounter, TransformedEnv
+    from reap_testing import CountingEnv
+
+    env = SerialEnv(2, CountingEnv, create_env_kwargs=[{"limit": 2.0}, {"limit": 3.0}])
+    env.rollout(2, lambda td: td.set("action", torch.tensor([[1.0], [2.0]])), break_when_any_done=False)
+    assert env.limit == [2.0, 3.0]
+    assert env.scaled_count(10.0) == [20.0, 40.0] and env.scaled_count.__name__ == "scaled_count"
+    assert TransformedEnv(env, StepCounter()).scaled_count() == [2.0, 4.0]  # through a transformed env too
+    with pytest.raises(ValueError, match="factor must not be zero"):
+        env.scaled_count(0)
+    with pytest.raises(AttributeError, match="'SerialEnv' object has no attribute 'nothing', nor have its sub-envs"):
+        _ = env.nothing
+    with pytest.raises(AttributeError, match="no attribute '_flags'"):  # private names are not forwarded
+        _ = env._flags
+    env.close()

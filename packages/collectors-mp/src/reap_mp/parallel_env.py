@@ -31,7 +31,9 @@ from reap.envs.serial import (
     _ONLY,
     FULL_SPECS,
     SerialEnv,
+    forwarded_method,
     has_heterogeneous_entries,
+    no_attribute,
     refuse_non_tensor,
     split_reset,
     split_step,
@@ -87,6 +89,14 @@ def env_worker(idx, conn, payload):
                         root[key][0] = value
                 env._reset_into(root, 0, message[1])
                 conn.send(("k",) if shared else ("k", root))
+            elif command == "attr":  # TorchRL's attribute forwarding: (name, call, args, kwargs)
+                _, name, call, args, kwargs = message
+                try:
+                    value = getattr(env, name)
+                    reply = ("ok", value(*args, **kwargs) if call else (callable(value), None if callable(value) else value))
+                    conn.send(reply)
+                except Exception as err:  # noqa: BLE001 - the caller's error, not the worker's
+                    conn.send(("err", err))
             elif command == "seed":
                 conn.send(("ok", env.set_seed(message[1], static_seed=message[2])))
             elif command == "close":
@@ -238,6 +248,31 @@ class ParallelEnv(EnvBase):
 
     def _primed_action_keys(self) -> tuple:
         return self._primed
+
+    def __getattr__(self, name: str):
+        """A public attribute the batched env lacks is its sub-envs', asked of the workers
+        (TorchRL's forwarding): a list of their values, or for a method a callable that runs it in
+        every worker and returns each one's result. Names starting with ``_`` are not forwarded."""
+        if name.startswith("_") or not self.__dict__.get("_handles"):
+            raise no_attribute(self, name)
+        if self.is_closed:
+            raise no_attribute(self, name, " (the env is closed: its sub-envs are gone)")
+        is_method, _ = self._ask_workers(name, False, ids=[0])[0]
+        if is_method:
+            return forwarded_method(name, lambda *args, **kwargs: self._ask_workers(name, True, args, kwargs))
+        return [value for _, value in self._ask_workers(name, False)]
+
+    def _ask_workers(self, name: str, call: bool, args=(), kwargs=None, ids=None) -> list:
+        ids = range(self.num_workers) if ids is None else ids
+        for i in ids:
+            self._send(i, ("attr", name, call, args, kwargs or {}))
+        replies = self._gather(ids)
+        for i, (status, value) in zip(ids, replies):
+            if status == "err":
+                if isinstance(value, AttributeError):
+                    raise no_attribute(self, name, ", nor have its sub-envs") from None
+                raise RuntimeError(f"ParallelEnv: sub-env {i}'s {name} raised {type(value).__name__}: {value}") from value
+        return [value for _, value in replies]
 
     # ---- TensorDicts (sub-envs with heterogeneous entries, which no array holds) ----------
     @property

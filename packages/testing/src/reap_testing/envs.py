@@ -73,6 +73,12 @@ class CountingEnv(EnvBase):
         flags = {"done": done, "terminated": done.clone()}
         return flags if self.group is None else {self.group: TensorDict(flags)}
 
+    def scaled_count(self, factor: float = 1.0) -> float:
+        """The count times ``factor`` (a method of the sub-env a batched env forwards)."""
+        if not factor:
+            raise ValueError("factor must not be zero")
+        return float(self.count) * factor
+
     def _reset(self, td):
         self.count = torch.zeros(1, dtype=self.observation_spec["observation"].dtype)
         return TensorDict(observation=self.count.clone())

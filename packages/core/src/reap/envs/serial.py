@@ -94,6 +94,19 @@ def stack_sub_envs(outs: list) -> LazyStackedTensorDict:
     return LazyStackedTensorDict.lazy_stack([given.apply(torch.zeros_like) if out is None else out for out in outs], 0)
 
 
+def no_attribute(owner, name: str, why: str = "") -> AttributeError:
+    return AttributeError(f"{type(owner).__name__!r} object has no attribute {name!r}{why}")
+
+
+def forwarded_method(name: str, call_all: Callable[..., list]) -> Callable[..., list]:
+    """A sub-env method called through its batched env (TorchRL's forwarding): ``call_all`` runs
+    it in every sub-env and returns their results in order."""
+    def call(*args, **kwargs) -> list:
+        return call_all(*args, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 #: The specs a batch of sub-envs takes from its first sub-env, each expanded by the number of sub-envs.
 FULL_SPECS = ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec", "full_state_spec")
 
@@ -218,6 +231,21 @@ class SerialEnv(EnvBase):
                 env._step_into(sub_action, t, sub_root, sub_next)
             elif mask[i].any():
                 env._partial_step_into(sub_action, t, sub_root, sub_next, mask[i])
+
+    def __getattr__(self, name: str):
+        """A public attribute the batched env lacks is its sub-envs' (TorchRL's forwarding): a list
+        of their values, or for a method a callable returning each one's result (``env.limit``:
+        ``[2.0, 3.0]``). Names starting with ``_`` are not forwarded."""
+        envs = self.__dict__.get("envs")
+        if envs is None or name.startswith("_"):
+            raise no_attribute(self, name)
+        try:
+            values = [getattr(env, name) for env in envs]
+        except AttributeError:
+            raise no_attribute(self, name, ", nor have its sub-envs") from None
+        if callable(values[0]):
+            return forwarded_method(name, lambda *args, **kwargs: [value(*args, **kwargs) for value in values])
+        return values
 
     def _set_seed(self, seed):
         self.set_seed(seed)
