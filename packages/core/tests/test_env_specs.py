@@ -96,6 +96,30 @@ def test_check_env_specs_names_what_is_wrong():
         check_env_specs(Liar())
 
 
+def test_an_env_whose_entries_grow_passes_check_env_specs_as_in_torchrl():
+    # a -1 (dynamic) spec dim: rollouts lazy-stack, and the check takes the data's size there
+    from reap_testing import GrowingEnv
+
+    env = GrowingEnv(max_count=5)
+    assert env._has_dynamic_specs and not CountingEnv()._has_dynamic_specs
+    check_env_specs(env)
+    check_env_specs(env, return_contiguous=False, break_when_any_done="both")
+    rollout = env.rollout(3)
+    assert isinstance(rollout, LazyStackedTensorDict)
+    assert [step["next", "observation"].shape[0] for step in rollout.unbind(0)] == [2, 3, 4]
+    with pytest.raises(RuntimeError, match="The environment specs are dynamic. Call rollout with "
+                                           "return_contiguous=False."):
+        env.rollout(3, return_contiguous=True)
+
+    class WrongWidth(GrowingEnv):  # rows of 3 where the spec says 2: still caught
+        def _observation(self):
+            return torch.zeros(self.count + 1, 3)
+
+    with pytest.raises(AssertionError, match="The shapes of the real and fake tensordict don't match for key "
+                                             "observation"):
+        check_env_specs(WrongWidth())
+
+
 def test_rollout_keyword_arguments():
     env = CountingEnv(limit=3.0)
     ones = [torch.ones(1)] * 6

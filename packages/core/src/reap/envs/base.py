@@ -213,6 +213,13 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         return ()
 
     @property
+    def _has_dynamic_specs(self) -> bool:
+        """Whether a spec of the env has a dim of unknown size (-1): its entries change shape, so
+        its rollouts are lazy stacks (TorchRL's name)."""
+        return any(-1 in spec.shape for spec in (self.output_spec, self.input_spec)
+                   for _, spec in spec.items(True, True))
+
+    @property
     def _torchrl_style(self) -> bool:
         """An env written the TorchRL way (``_reset``/``_step``, no array API)."""
         return type(self)._step_into is EnvBase._step_into
@@ -669,6 +676,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         else:
             steps = self._rollout_nonstop(tensordict, max_steps, act, callback, storing_device)
         dim = len(self.batch_size)
+        if return_contiguous and self._has_dynamic_specs:
+            raise RuntimeError("The environment specs are dynamic. Call rollout with return_contiguous=False.")
         if return_contiguous:
             result = torch.stack(steps, dim, out=out)
         else:

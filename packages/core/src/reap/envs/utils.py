@@ -242,7 +242,8 @@ def check_env_specs(env, return_contiguous: bool | None = None, check_dtype: boo
             torch.manual_seed(seed)
             env.set_seed(seed)
             return check_env_specs(env, return_contiguous, check_dtype, None, tensordict, break_when_any_done)
-    return_contiguous = True if return_contiguous is None else return_contiguous
+    dynamic = env._has_dynamic_specs  # entries change shape: the data's sizes stand for the -1 dims
+    return_contiguous = not dynamic if return_contiguous is None else return_contiguous
     fake = env.fake_tensordict()
     real = env.rollout(3, return_contiguous=return_contiguous, tensordict=tensordict, auto_reset=tensordict is None,
                        break_when_any_done=break_when_any_done)
@@ -256,7 +257,12 @@ def check_env_specs(env, return_contiguous: bool | None = None, check_dtype: boo
             "The keys of the specs and data do not match:\n- List of keys present in real but not in fake: "
             f"keys_in_real_not_in_fake={real_keys - fake_keys!r},\n- List of keys present in fake but not in real: "
             f"keys_in_fake_not_in_real={fake_keys - real_keys!r}.\n")
-    _check_level(fake.exclude(*state_next), real.exclude(*state_next), check_dtype)
+    fake, real_checked = fake.exclude(*state_next), real.exclude(*state_next)
+    if dynamic:  # step by step, fake's entries broadcast to the data's shapes (its -1 dims are 1s)
+        for f, r in zip(fake.unbind(-1), real_checked.unbind(-1)):
+            _check_level(_broadcast_to(f, r), r, check_dtype)
+    else:
+        _check_level(fake, real_checked, check_dtype)
     last = env.rand_action(real[..., -1])
     checks = [("action", env.full_action_spec, last), ("state", env.full_state_spec, last),
               ("done", env.full_done_spec, last), ("obs", env.full_observation_spec, last),
@@ -266,6 +272,29 @@ def check_env_specs(env, return_contiguous: bool | None = None, check_dtype: boo
         data = data.select(*spec.keys(True, True), strict=True)
         if not spec.contains(data):
             raise AssertionError(f"spec check failed at root for spec {name}={spec} and data {data}.")
+
+
+def _broadcast_to(fake: TensorDictBase, real: TensorDictBase) -> TensorDictBase:
+    """``fake``'s leaves expanded to the shapes of ``real``'s (a lazy stack member by member)."""
+    for lazy in (fake, real):
+        if isinstance(lazy, LazyStackedTensorDict):
+            return LazyStackedTensorDict.lazy_stack(
+                [_broadcast_to(f, r) for f, r in zip(fake.unbind(lazy.stack_dim), real.unbind(lazy.stack_dim))],
+                lazy.stack_dim)
+    out = fake.empty()
+    for key in fake.keys():
+        f, r = fake.get(key), real.get(key, None)
+        if r is None:
+            out.set(key, f)
+        elif is_tensor_collection(f):
+            out.set(key, _broadcast_to(f, r))
+        else:
+            try:
+                out.set(key, f.expand_as(r))
+            except RuntimeError:
+                raise AssertionError(f"The shapes of the real and fake tensordict don't match for key {key}. "
+                                     f"Got fake={f.shape} and real={r.shape}.") from None
+    return out
 
 
 def _tuple(key) -> tuple:
