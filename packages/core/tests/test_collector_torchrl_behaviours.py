@@ -212,6 +212,17 @@ def test_a_policy_reading_a_state_the_env_lacks_gets_none_at_each_step(kind):
                                                           out_keys=["memory", ("next", "memory"), "action"]),
                   frames_per_batch=8)
 
+    class NoDefault(torch.nn.Module):  # None for memory would reach `memory + 1`: refused up front
+        def forward(self, observation, memory):
+            return memory, memory + 1, torch.zeros(observation.shape[:-1], dtype=torch.int64)
+
+    with pytest.raises(KeyError, match=r"policy reads 'memory', which the env does not produce \(it is passed None "
+                                       r"at every step, as in TorchRL\), but NoDefault.forward's argument 'memory' "
+                                       r"has no default: give it one \(memory=None\) or add a TensorDictPrimer"):
+        Collector(GymEnv("CartPole-v1"), TensorDictModule(NoDefault(), in_keys=["observation", "memory"],
+                                                          out_keys=["memory", ("next", "memory"), "action"]),
+                  frames_per_batch=8)
+
 
 def test_a_policy_reading_a_state_the_env_lacks_matches_torchrl():
     pytest.importorskip("torchrl")

@@ -82,12 +82,30 @@ class PolicyRunner:
         written = {k[1] if isinstance(k, tuple) and len(k) == 2 and k[0] == "next" else k for k in self.out_keys}
         self.absent = [k for k in (reads if self.mode == "carrier" else self.in_keys)
                        if k not in root_keys and k in written]
+        if self.mode == "module":
+            self._check_absent_have_defaults()
         missing = [k for k in self.in_keys if k not in root_keys and k not in written]
         if missing:
             raise KeyError(
                 f"policy reads {missing}, which the env does not produce; the env's keys are "
                 f"{sorted(root_keys)}"
             )
+
+    def _check_absent_have_defaults(self) -> None:
+        """An absent input is passed as None: its argument must take it (TorchRL's module refuses
+        a None for an argument without a default, with a KeyError)."""
+        fn = self.fn.forward if isinstance(self.fn, torch.nn.Module) else self.fn
+        try:
+            params = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            return
+        for key, param in zip(self.in_keys, params):
+            if key in self.absent and param.default is param.empty:
+                raise KeyError(
+                    f"policy reads {key!r}, which the env does not produce (it is passed None at every step, as in TorchRL), "
+                    f"but {type(self.fn).__name__}.forward's argument {param.name!r} has no default: give it one "
+                    f"({param.name}=None) or add a TensorDictPrimer of {key!r} to the env")
 
     @staticmethod
     def _infer_in_keys(policy: Callable, env: EnvBase) -> list[str]:
