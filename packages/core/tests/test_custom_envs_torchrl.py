@@ -117,9 +117,6 @@ def test_setters_follow_torchrl_rules():
     ("done_spec", Binary(shape=(2, 1)), ValueError,
      r"done_spec: the 'done' flag must be a torch.bool spec of shape \(2, 1\)"),
     ("state_spec", Unbounded(shape=(2, 1)), TypeError, "The type of an state_spec must be Composite."),
-    ("state_spec", Composite(hidden=Unbounded(shape=(2, 1)), shape=(2,)), ValueError,
-     r"state_spec: \['hidden'\] are not in observation_spec; reap carries an env's state from step to "
-     "step in its observations"),
     ("observation_spec", {"observation": 1}, TypeError, "observation_spec must be a reap spec, got dict"),
 ])
 def test_setters_refuse_what_reap_cannot_run(name, value, error, match):
@@ -256,3 +253,47 @@ def test_specs_made_from_data_describe_strings_as_non_tensor():
     torchrl_utils = pytest.importorskip("torchrl.envs.utils")
     theirs = torchrl_utils.make_composite_from_td(data)["text"]
     assert (theirs.shape, theirs.example_data) == (spec["text"].shape, spec["text"].example_data)
+
+
+class _Params(EnvBase):
+    """An input the env reads but does not observe (``state_spec`` only): ``scale``, set at reset."""
+
+    def __init__(self, write_next: bool = True):
+        super().__init__()
+        self.write_next = write_next
+        self.observation_spec = Composite(observation=Unbounded(shape=(3,)))
+        self.action_spec = Unbounded(shape=(1,))
+        self.reward_spec = Unbounded(shape=(1,))
+        self.state_spec = Composite(scale=Unbounded(shape=(4,)))
+
+    def _reset(self, td):
+        return TensorDict(observation=torch.zeros(3), scale=torch.ones(4))
+
+    def _step(self, td):
+        scale = td["scale"]
+        out = TensorDict(observation=torch.full((3,), float(scale.sum())), reward=torch.zeros(1),
+                         done=torch.zeros(1, dtype=torch.bool), terminated=torch.zeros(1, dtype=torch.bool))
+        return out.set("scale", scale * 2) if self.write_next else out  # TorchRL ignores the new value
+
+    def _set_seed(self, seed):
+        pass
+
+
+@pytest.mark.parametrize("write_next", [True, False])
+def test_a_state_entry_that_is_not_observed_is_kept_from_the_root_as_in_torchrl(write_next):
+    # TorchRL's step_mdp takes state entries from the root: each step reads scale == 1, whatever
+    # the env's _step writes in "next" (were refused: reap required state entries to be observations)
+    from reap.envs import SerialEnv, StepCounter, TransformedEnv
+    from reap.envs.utils import check_env_specs
+
+    env = _Params(write_next)
+    check_env_specs(env)
+    rollout = env.rollout(3)
+    assert rollout["scale"][:, 0].tolist() == [1.0] * 3 and rollout["next", "observation"][:, 0].tolist() == [4.0] * 3
+    assert (("next", "scale") in rollout.keys(True)) == write_next  # the env's output, as TorchRL's
+    for make in (lambda: _Params(write_next), lambda: SerialEnv(2, lambda: _Params(write_next)),
+                 lambda: TransformedEnv(_Params(write_next), StepCounter())):
+        with reap.Collector(make(), None, frames_per_batch=6, total_frames=6) as collector:
+            batch = next(iter(collector))
+        assert batch["scale"].eq(1).all() and batch["next", "observation"].eq(4).all()
+        assert batch["next", "scale"].eq(1).all()  # reap's batches carry it in "next" too (the root's)

@@ -162,6 +162,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def root_specs(self) -> dict:
         """Leaf specs of the root-side arrays (observations, done flags, actions), by leaf key."""
         specs = _leaves(self.observation_spec)
+        specs.update(self._state_only())
         specs.update(self._array_flags())
         specs.update(_leaves(self.full_action_spec))
         return specs
@@ -169,9 +170,19 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def next_specs(self) -> dict:
         """Leaf specs of the next-side arrays (observations, rewards, done flags), by leaf key."""
         specs = _leaves(self.observation_spec)
+        specs.update(self._state_only())
         specs.update(_leaves(self.full_reward_spec))
         specs.update(self._array_flags())
         return specs
+
+    def _state_only(self) -> dict:
+        """Leaf specs of the ``state_spec`` entries that are not observations, rewards or done
+        flags (inputs the env reads, a seed or parameters, say): as TorchRL's ``step_mdp`` keeps
+        them, each step's root holds the previous root's value (``reset`` and the policy set them)."""
+        def compute():
+            observed = {*_leaves(self.observation_spec), *self.done_keys, *self.reward_keys}
+            return {k: v for k, v in _leaves(self.full_state_spec).items() if k not in observed}
+        return self._cached("_state_only", compute)
 
     def _nested_shapes(self) -> dict:
         """The shape of each nested Composite of the observation, reward, done and action specs."""
@@ -192,12 +203,12 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def state_keys(self) -> tuple:
         """Keys carried from ``next`` at step t to the root of step t + 1 (reap's array API; TorchRL's
         ``state_keys`` are the keys of ``state_spec``)."""
-        return self._cached("_carried", lambda: tuple(_leaves(self.observation_spec)))
+        return self._cached("_carried", lambda: (*_leaves(self.observation_spec), *self._state_only()))
 
     @property
     def passthrough_keys(self) -> tuple:
-        """Carried keys whose ``"next"`` value is the root's, unless the policy writes it."""
-        return ()
+        """Carried keys whose ``"next"`` value is the root's, unless the policy (or the env) writes it."""
+        return tuple(self._state_only())
 
     @property
     def allow_done_after_reset(self) -> bool:
@@ -249,6 +260,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         for key in self._cached("_on_step", lambda: tuple(self.next_specs())):
             value = out.get(key, None)
             nxt[key][t] = 0 if value is None else value.numpy(force=True)  # a flag the env lacks
+        for key in self._state_only():  # kept from the root, as TorchRL's step_mdp keeps them
+            nxt[key][t] = root[key][t]
 
     def _partial_step_into(self, action, t: int, root: dict, nxt: dict, mask: np.ndarray) -> None:
         """Step the envs selected by ``mask`` (batch-shaped, some False) and write ``nxt[key][t]``.
@@ -490,7 +503,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         """The root of the next step (TorchRL's env ``step_mdp``): the root's entries but the
         rewards, done flags and ``_reset``, then the carried entries and done flags of ``"next"``;
         the actions are kept."""
-        carried = self.state_keys
+        carried = [k for k in self.state_keys if k not in self._state_only()]  # those stay the root's
         dropped = ["next", *self.done_keys, *(replace_last(k, "_reset") for k in self.done_keys),
                    *(k for k in self.reward_keys if k not in carried)]
         taken = _key_tree(k for k in (*carried, *self.done_keys) if not is_hidden(k))

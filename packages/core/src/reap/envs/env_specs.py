@@ -247,11 +247,6 @@ class EnvSpecs:
         if not isinstance(value, Composite):
             raise TypeError("The type of an state_spec must be Composite.")
         value = self._checked("state_spec", value)
-        carried = {*self.observation_spec.keys(True, True), *self.full_done_spec.keys(True, True)}
-        missing = [key for key in value.keys(True, True) if key not in carried]
-        if missing:
-            raise ValueError(f"state_spec: {missing} are not in observation_spec; reap carries an env's state from "
-                             "step to step in its observations, so set observation_spec first, with these keys")
         self._set("_input_spec", "full_state_spec", value)
 
     @property
