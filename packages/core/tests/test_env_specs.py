@@ -95,6 +95,15 @@ def test_check_env_specs_names_what_is_wrong():
                                              "observation. Got fake=torch.float32 and real=torch.float64."):
         check_env_specs(Liar())
 
+    class RewardAtReset(CountingEnv):  # the root of step 0 has a reward, the others not: no dense stack
+        def _reset(self, td):
+            return super()._reset(td).set("reward", torch.zeros(1))
+
+    for run in (lambda env: check_env_specs(env), lambda env: env.rollout(3, return_contiguous=True)):
+        with pytest.raises(RuntimeError, match=r"The reward key was present in the root tensordict of at least one of "
+                                               r"the tensordicts to stack \(\['reward'\]\): the env's _reset writes"):
+            run(RewardAtReset())
+
 
 def test_an_env_whose_entries_grow_passes_check_env_specs_as_in_torchrl():
     # a -1 (dynamic) spec dim: rollouts lazy-stack, and the check takes the data's size there

@@ -692,7 +692,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         if return_contiguous and self._has_dynamic_specs:
             raise RuntimeError("The environment specs are dynamic. Call rollout with return_contiguous=False.")
         if return_contiguous:
-            result = torch.stack(steps, dim, out=out)
+            result = _stack_steps(steps, dim, out, self.reward_keys)
         else:
             result = LazyStackedTensorDict.maybe_dense_stack(steps, dim, out=out)
         if set_truncated:
@@ -828,6 +828,21 @@ def _specs_of(first: TensorDictBase, second: TensorDictBase, batch) -> Composite
         shape = value.shape if other is None else [a if a == b else -1 for a, b in zip(value.shape, other.shape)]
         specs[key] = Unbounded(shape, device=value.device, dtype=value.dtype)
     return Composite(specs, batch_size=batch)
+
+
+def _stack_steps(steps: list, dim: int, out, reward_keys) -> TensorDictBase:
+    """``torch.stack`` of a rollout's steps; a reward at the root of some step (an env's
+    ``_reset`` writing one) is named as the reason when they do not stack."""
+    try:
+        return torch.stack(steps, dim, out=out)
+    except RuntimeError as err:
+        at_root = [key for key in reward_keys if any(key in step.keys(True) for step in steps)]
+        if at_root:
+            raise RuntimeError(f"The reward key was present in the root tensordict of at least one of the tensordicts "
+                               f"to stack ({at_root}): the env's _reset writes it, so some steps have it at the root "
+                               "and others not. Leave rewards out of _reset's output, or call rollout with "
+                               "return_contiguous=False.") from err
+        raise
 
 
 def _key_tree(keys) -> dict:
