@@ -130,14 +130,23 @@ def test_sub_envs_of_different_layouts_are_refused():
         ParallelEnv(2, [env_fn(), env_fn(batch=3)], mp_start_method=FAST)
 
 
-def test_sub_envs_with_strings_are_refused_with_what_to_do():
+def test_sub_envs_with_strings_step_on_tensordicts_as_in_serial_env():
+    # a string fits no array: SerialEnv and ParallelEnv step such sub-envs on TensorDicts (they
+    # refused them), and a collector over them takes the strings into its batches
     from reap_testing.labels import labelled_env
 
-    message = r"the env has non-tensor entries \['label'\] \(NonTensor specs\), and batched envs step arrays"
-    with pytest.raises(ValueError, match="SerialEnv: " + message):
-        SerialEnv(2, labelled_env)
-    with pytest.raises(ValueError, match="ParallelEnv: " + message):  # the worker's error, a ValueError too
-        ParallelEnv(2, labelled_env, mp_start_method=FAST)
+    want = SerialEnv(2, labelled_env)
+    want.set_seed(0)
+    want = want.rollout(4, break_when_any_done=False)
+    with ParallelEnv(2, labelled_env, mp_start_method=FAST) as env:
+        env.set_seed(0)
+        got = env.rollout(4, break_when_any_done=False)
+        with Collector(env, None, frames_per_batch=8, total_frames=16) as collector:
+            batches = list(collector)
+    assert [list(row) for row in got["label"]] == [["reset", "step 1", "step 2", "step 3"]] * 2
+    assert [list(row) for row in got["next", "label"]] == [list(row) for row in want["next", "label"]]
+    assert got["observation"][:, 0].equal(want["observation"][:, 0])  # the same seeds
+    assert [list(row) for row in batches[1]["next", "label"]] == [["step 5", "step 6", "step 7", "step 8"]] * 2
 
 
 @pytest.mark.parametrize("shared_memory", [True, False])

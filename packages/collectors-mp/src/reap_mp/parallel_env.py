@@ -32,9 +32,8 @@ from reap.envs.serial import (
     FULL_SPECS,
     SerialEnv,
     forwarded_method,
-    has_heterogeneous_entries,
+    needs_tensordicts,
     no_attribute,
-    refuse_non_tensor,
     split_reset,
     split_step,
     stack_sub_envs,
@@ -50,9 +49,9 @@ def env_worker(idx, conn, payload):
         env = create_env_fn(**kwargs)
         closers.append(getattr(env, "close", lambda: None))
         checked_env(env, "ParallelEnv")
-        refuse_non_tensor(env, "ParallelEnv")
-        # heterogeneous (lazy-stacked) entries fit no array: such a sub-env steps on TensorDicts sent by pipe
-        on_tensordicts = has_heterogeneous_entries(env)
+        # heterogeneous (lazy-stacked) or non-tensor entries fit no array: such a sub-env steps on
+        # TensorDicts sent by pipe
+        on_tensordicts = needs_tensordicts(env)
         shared = shared and not on_tensordicts
         root_td = next_td = None
         if not on_tensordicts:
@@ -274,7 +273,7 @@ class ParallelEnv(EnvBase):
                 raise RuntimeError(f"ParallelEnv: sub-env {i}'s {name} raised {type(value).__name__}: {value}") from value
         return [value for _, value in replies]
 
-    # ---- TensorDicts (sub-envs with heterogeneous entries, which no array holds) ----------
+    # ---- TensorDicts (sub-envs with heterogeneous or non-tensor entries, which no array holds) --
     @property
     def _torchrl_style(self) -> bool:
         return self._on_tensordicts

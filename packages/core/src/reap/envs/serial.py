@@ -48,19 +48,10 @@ def sub_env_layout(env: EnvBase) -> tuple:
     return tuple(env.batch_size), {k: (tuple(v.shape), v.dtype) for k, v in specs.items()}
 
 
-def refuse_non_tensor(env: EnvBase, owner: str) -> None:
-    """A ValueError naming ``env``'s non-tensor entries: batched envs step arrays of tensors only."""
-    specs = [*env.root_specs().items(), *env.next_specs().items()]
-    found = list(dict.fromkeys(key for key, spec in specs if isinstance(spec, NonTensor)))
-    if found:
-        raise ValueError(f"{owner}: the env has non-tensor entries {found} (NonTensor specs), and batched envs step "
-                         "arrays of tensors; run such an env alone (a collector steps it one TensorDict per step; "
-                         "MultiSyncCollector with one env per worker batches several)")
-
-
-def has_heterogeneous_entries(env: EnvBase) -> bool:
-    """Whether ``env`` has a heterogeneous (lazy-stacked) entry, which no step array can hold."""
-    return any(isinstance(sub, (Stacked, StackedComposite))
+def needs_tensordicts(env: EnvBase) -> bool:
+    """Whether ``env`` has an entry no step array can hold: a heterogeneous (lazy-stacked) one or a
+    non-tensor one (a string, say)."""
+    return any(isinstance(sub, (Stacked, StackedComposite, NonTensor))
                for spec in (env.output_spec, env.input_spec) for _, sub in spec.items(True))
 
 
@@ -143,7 +134,6 @@ class SerialEnv(EnvBase):
                              "batches with the collector's storing_device)")
         self.envs = make_envs(num_workers, create_env_fn, create_env_kwargs)
         first = self.envs[0]
-        refuse_non_tensor(first, "SerialEnv")
         for env in self.envs[1:]:
             if sub_env_layout(env) != sub_env_layout(first):
                 raise ValueError(
@@ -159,8 +149,8 @@ class SerialEnv(EnvBase):
         self._extra_root = {k: v for k, v in first.root_specs().items() if k not in plain_root}
         self._extra_next = {k: v for k, v in first.next_specs().items() if k not in plain_next}
         self._views: dict[int, tuple[dict, list[dict]]] = {}
-        #: heterogeneous (lazy-stacked) entries, which no array holds: step on TensorDicts, as TorchRL's
-        self._on_tensordicts = has_heterogeneous_entries(first)
+        #: heterogeneous (lazy-stacked) or non-tensor entries, which no array holds: step on TensorDicts
+        self._on_tensordicts = needs_tensordicts(first)
 
     @property
     def _torchrl_style(self) -> bool:
