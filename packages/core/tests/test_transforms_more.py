@@ -238,3 +238,47 @@ def test_primer_of_an_action_key_shows_in_reset_output():
     assert SerialEnv(2, make).reset()["action"].tolist() == [[1.0], [1.0]]
     plain = TransformedEnv(GymEnv("Pendulum-v1"), TensorDictPrimer(other=Unbounded(shape=(2,))))
     assert "action" not in plain.reset().keys()
+
+
+def _skipping(cond, base=None):
+    """Pendulum counted below (``inner``) and beside (``step_count``) a ConditionalSkip of ``cond``."""
+    from reap.envs.transforms import ConditionalSkip
+
+    inner = reap.TransformedEnv(base or GymEnv("Pendulum-v1"), reap.StepCounter(step_count_key="inner"))
+    return reap.TransformedEnv(inner, Compose(reap.StepCounter(), ConditionalSkip(cond)), auto_unwrap=False)
+
+
+def test_conditional_skip_skips_the_base_env_and_its_own_transforms_as_torchrl():
+    # the values TorchRL 0.14.1 gives for the same envs (its ConditionalSkip docstring's setup)
+    from reap.envs.transforms import ConditionalSkip
+
+    outer = reap.TransformedEnv(_skipping(lambda td: td["outer"] % 2 == 1), reap.StepCounter(step_count_key="outer"),
+                                auto_unwrap=False)
+    rollout = outer.rollout(10)
+    assert rollout["next", "inner"].flatten().tolist() == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert rollout["next", "step_count"].flatten().tolist() == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert rollout["next", "outer"].flatten().tolist() == list(range(1, 11))  # above the skip: every step
+    assert rollout["next", "reward"][1::2].eq(0).all() and rollout["next", "reward"][0::2].ne(0).all()
+    assert rollout["next", "observation"][1].equal(rollout["observation"][1])  # a skipped step: the root's
+    # a SerialEnv of skipping envs, and a collector over one (the TensorDict path): once skipped, a
+    # step count of 2 stays 2 (the counter beside the skip is skipped too)
+    serial = reap.SerialEnv(2, lambda: _skipping(lambda td: td["step_count"] % 3 == 2)).rollout(6)
+    assert serial["next", "inner"][..., 0].tolist() == [[1, 2, 2, 2, 2, 2]] * 2
+    with Collector(_skipping(lambda td: td["step_count"] % 3 == 2), None, frames_per_batch=6) as collector:
+        assert collector.path == "tensordict" and "ConditionalSkip" in collector.path_reason
+        assert next(iter(collector))["next", "inner"][..., 0].tolist() == [1, 2, 2, 2, 2, 2]
+    with pytest.raises(TypeError, match="ConditionalSkip: cond must be a callable"):
+        ConditionalSkip(3)
+    with pytest.raises(NotImplementedError, match="ConditionalSkip acts on an env's steps only"):
+        ConditionalSkip(lambda td: False)(TensorDict())
+
+
+def test_conditional_skip_of_some_envs_steps_the_others_and_runs_the_transforms_on_all():
+    # TorchRL's partial steps under a transform: the skipped env's rows are its root's, then the
+    # transforms below the skip run on every row (inner counts each step, as TorchRL's)
+    base = reap.SerialEnv(2, lambda: GymEnv("Pendulum-v1"))
+    env = _skipping(lambda td: (td["step_count"].squeeze(-1) + torch.arange(2)) % 2 == 1, base)
+    rollout = env.rollout(5)
+    assert rollout["next", "inner"][..., 0].tolist() == [[1, 2, 3, 4, 5]] * 2
+    stepped = rollout["next", "reward"][..., 0].ne(0)
+    assert stepped.tolist() == [[True, False, True, False, True], [False, True, False, True, False]]

@@ -51,7 +51,7 @@ def env_worker(idx, conn, payload):
         checked_env(env, "ParallelEnv")
         # heterogeneous (lazy-stacked) or non-tensor entries fit no array: such a sub-env steps on
         # TensorDicts sent by pipe
-        on_tensordicts = needs_tensordicts(env)
+        on_tensordicts = needs_tensordicts(env) or env._skips_steps
         shared = shared and not on_tensordicts
         root_td = next_td = None
         if not on_tensordicts:
@@ -64,7 +64,8 @@ def env_worker(idx, conn, payload):
         meta["device"] = env.device
         meta.update(layout=sub_env_layout(env), root_specs=env.root_specs(), next_specs=env.next_specs(),
                     state_keys=tuple(env.state_keys), passthrough_keys=tuple(env.passthrough_keys),
-                    primed_action_keys=tuple(env._primed_action_keys()), on_tensordicts=on_tensordicts)
+                    primed_action_keys=tuple(env._primed_action_keys()), on_tensordicts=on_tensordicts,
+                    skips_steps=env._skips_steps)
         conn.send(("ready", meta, root_td if shared else None, next_td if shared else None))
         # with several action keys there is no single action: the env reads them all from root
         action = root[env.action_key] if len(env.action_keys) == 1 and not on_tensordicts else None
@@ -203,7 +204,7 @@ class ParallelEnv(EnvBase):
                 self.close()
                 raise ValueError(f"ParallelEnv: every sub-env must have the same batch size and keys, with the same "
                                  f"shapes and dtypes; sub-env {i}'s differ from sub-env 0's")
-        self._on_tensordicts = meta["on_tensordicts"]
+        self._on_tensordicts, self._skipping = meta["on_tensordicts"], meta["skips_steps"]
         self._w_root = [r[2] for r in ready]
         self._w_next = [r[3] for r in ready]
         self._w_root_np = [None if td is None else leaf_arrays(td, meta["root_specs"]) for td in self._w_root]
@@ -277,6 +278,10 @@ class ParallelEnv(EnvBase):
     @property
     def _torchrl_style(self) -> bool:
         return self._on_tensordicts
+
+    @property
+    def _skips_steps(self) -> bool:
+        return self._skipping
 
     def _reset(self, tensordict=None, **kwargs):
         self._check_open()

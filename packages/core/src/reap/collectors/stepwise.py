@@ -50,6 +50,8 @@ def stepwise_reason(env: EnvBase) -> str | None:
         >>> stepwise_reason(AgentsEnv())
         "nested action key ('agents', 'action')"
     """
+    if env._skips_steps:
+        return "a transform that skips steps (ConditionalSkip)"
     actions = list(env.action_keys)
     if len(actions) != 1:
         return f"{len(actions)} action keys {actions}"

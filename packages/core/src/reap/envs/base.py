@@ -224,6 +224,12 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         return ()
 
     @property
+    def _skips_steps(self) -> bool:
+        """Whether a transform of the env (a ``ConditionalSkip``) may skip its steps: such an env
+        steps on TensorDicts only (batched envs and collectors drive it so)."""
+        return False
+
+    @property
     def _has_dynamic_specs(self) -> bool:
         """Whether a spec of the env has a dim of unknown size (-1): its entries change shape, so
         its rollouts are lazy stacks (TorchRL's name)."""
@@ -490,14 +496,14 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
                 out.set(key, value.clone())
         return out
 
-    def _skip_envs(self, action, root: dict, nxt: dict, mask: np.ndarray) -> None:
+    def _skip_envs(self, action, root: dict, nxt: dict, mask: np.ndarray, t: int = 0) -> None:
         """One step of the envs selected by ``mask``; the others' next rows as TorchRL fills them:
         the root's values, zeros for what the root lacks (the rewards)."""
         idle = ~mask
         if mask.any():
-            self._partial_step_into(action, 0, root, nxt, mask)
+            self._partial_step_into(action, t, root, nxt, mask)
         for key, value in nxt.items():
-            value[0][idle] = root[key][0][idle] if key in root else 0
+            value[t][idle] = root[key][t][idle] if key in root else 0
 
     def step_mdp(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         """The root of the next step (TorchRL's env ``step_mdp``): the root's entries but the

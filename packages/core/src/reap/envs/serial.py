@@ -150,11 +150,15 @@ class SerialEnv(EnvBase):
         self._extra_next = {k: v for k, v in first.next_specs().items() if k not in plain_next}
         self._views: dict[int, tuple[dict, list[dict]]] = {}
         #: heterogeneous (lazy-stacked) or non-tensor entries, which no array holds: step on TensorDicts
-        self._on_tensordicts = needs_tensordicts(first)
+        self._on_tensordicts = needs_tensordicts(first) or first._skips_steps
 
     @property
     def _torchrl_style(self) -> bool:
         return self._on_tensordicts
+
+    @property
+    def _skips_steps(self) -> bool:
+        return self.envs[0]._skips_steps
 
     def _reset(self, tensordict=None, **kwargs):
         """Reset the sub-envs the ``_reset`` entries select (all without), each by its ``reset``."""

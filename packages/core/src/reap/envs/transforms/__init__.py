@@ -34,7 +34,7 @@ from reap.envs.transforms.reward import (
     RewardSum,
     SignTransform,
 )
-from reap.envs.transforms.stepping import FrameSkipTransform, NoopResetEnv
+from reap.envs.transforms.stepping import ConditionalSkip, FrameSkipTransform, NoopResetEnv
 from reap.envs.transforms.steps import InitTracker, StepCounter
 from reap.envs.transforms.tensors import (
     CatTensors,
@@ -56,6 +56,7 @@ __all__ = [
     "CatTensors",
     "ClipTransform",
     "Compose",
+    "ConditionalSkip",
     "DTypeCastTransform",
     "DoubleToFloat",
     "ExcludeTransform",

@@ -1,7 +1,8 @@
-"""Transforms that step the env more than once: ``FrameSkipTransform`` and ``NoopResetEnv``.
+"""Transforms that change how the env steps: ``FrameSkipTransform`` and ``NoopResetEnv`` step it
+more than once, ``ConditionalSkip`` not at all where its condition holds.
 
-Both re-run the part of the chain before them (the base env and the transforms preceding
-them) on the same preallocated arrays, as TorchRL's run their ``parent``.
+The first two re-run the part of the chain before them (the base env and the transforms
+preceding them) on the same preallocated arrays, as TorchRL's run their ``parent``.
 
 Examples:
     >>> from reap.envs import GymEnv
@@ -158,3 +159,45 @@ class NoopResetEnv(Transform):
 
     def __repr__(self) -> str:
         return f"NoopResetEnv(noops={self.noops}, random={self.random})"
+
+
+class ConditionalSkip(Transform):
+    """Skip the env's step where ``cond(tensordict)`` is True (TorchRL's ``ConditionalSkip``).
+
+    ``cond`` gets the step's input (the root, after the inverse of the transforms after this
+    one) and returns a bool or a batch-shaped bool tensor. Its negation becomes the step's
+    ``"_step"`` entry: where every env is skipped, neither the base env nor the transforms of
+    this ``TransformedEnv`` step, and ``"next"`` holds the root's values (zero rewards); where
+    some are, the base env steps the others (TorchRL's partial steps) and the transforms run on
+    all. A ``TransformedEnv`` holding one steps on TensorDicts. Wrap it in another
+    ``TransformedEnv(..., auto_unwrap=False)`` for transforms that must see every step.
+
+    Examples:
+        >>> from reap.envs import GymEnv, StepCounter, TransformedEnv
+        >>> from reap.envs.transforms import ConditionalSkip
+        >>> inner = TransformedEnv(GymEnv("Pendulum-v1"), StepCounter(step_count_key="inner"))
+        >>> skipping = TransformedEnv(inner, ConditionalSkip(lambda td: td["step_count"] % 2 == 1), auto_unwrap=False)
+        >>> env = TransformedEnv(skipping, StepCounter(), auto_unwrap=False)  # counts every step
+        >>> env.rollout(5)["next", "inner"].flatten().tolist()
+        [1, 1, 2, 2, 3]
+    """
+
+    #: the TransformedEnv holding it steps on TensorDicts (a skipped step leaves its transforms out)
+    _skips_steps = True
+
+    def __init__(self, cond):
+        if not callable(cond):
+            raise TypeError(f"ConditionalSkip: cond must be a callable of the step's input returning a bool or a "
+                            f"batch-shaped bool tensor, got {cond!r}")
+        super().__init__()
+        self.cond = cond
+
+    def _inv_call(self, tensordict):
+        skip = torch.as_tensor(self.cond(tensordict), dtype=torch.bool, device=tensordict.device)
+        step = ~skip.expand(tensordict.batch_size) if skip.ndim == 0 else ~skip.reshape(tensordict.batch_size)
+        previous = tensordict.get("_step", None)
+        return tensordict.set("_step", step if previous is None else previous.reshape(step.shape) & step)
+
+    def forward(self, tensordict):
+        raise NotImplementedError("ConditionalSkip acts on an env's steps only (append it to a TransformedEnv); it "
+                                  "has no transform of data")

@@ -160,6 +160,11 @@ class TransformedEnv(EnvBase):
                 self._add_stage(transform)
             if not self._torchrl_style and _has_non_tensor(self):  # a transform writes a string, say
                 self.__dict__["_on_tensordicts"] = True
+            skipping = self.base_env._skips_steps or any(getattr(t, "_skips_steps", False)
+                                                         for t in leaves_of(self.transform))
+            self.__dict__["_skipping"] = skipping
+            if skipping:  # a ConditionalSkip here or below: a skipped step is a TensorDict's to tell
+                self.__dict__["_on_tensordicts"] = True
         except Exception:
             self._layout, self._hooks = previous
             if previous[0] is not None:
@@ -313,8 +318,8 @@ class TransformedEnv(EnvBase):
             action = None if self._base_action is None else root[self._base_action][t]
         if self._step_mask is None:
             self.base_env._step_into(action, t, root, nxt)
-        else:
-            self.base_env._partial_step_into(action, t, root, nxt, self._step_mask)
+        else:  # the base env's idle rows hold their root's before the transforms run on every row, as TorchRL's
+            self.base_env._skip_envs(action, root, nxt, self._step_mask, t)
         for on_step, index in self._step_chains[stage]:
             r, x = views[index]
             on_step(r, x, t)
@@ -328,6 +333,12 @@ class TransformedEnv(EnvBase):
         views = self._views(root, nxt)
         self._step_upto(len(self._hooks), action, t, views)
 
+    def _skip_envs(self, action, root, nxt, mask, t=0):
+        if not mask.any():  # the whole step skipped: the transforms' too, as TorchRL's
+            super()._skip_envs(action, root, nxt, mask, t)
+        else:  # the base env fills its idle rows, then every transform runs on every row
+            self._partial_step_into(action, t, root, nxt, mask)
+
     def _partial_step_into(self, action, t, root, nxt, mask):
         # the base env steps what it can of the batch (repeats by FrameSkipTransform too); the
         # transforms run on every row, as TorchRL's do on the zeros of the envs not stepped
@@ -339,6 +350,10 @@ class TransformedEnv(EnvBase):
 
     # ---- TorchRL's TensorDict hooks of an env (a transform's parent is stepped through them) ------
     @property
+    def _skips_steps(self) -> bool:
+        return self.__dict__.get("_skipping", False)
+
+    @property
     def _torchrl_style(self) -> bool:
         """Whether the env steps on TensorDicts, as TorchRL's (nested done groups or heterogeneous
         entries in the base env: see the module)."""
@@ -348,8 +363,11 @@ class TransformedEnv(EnvBase):
         if not self._torchrl_style:
             return self.step(tensordict.clone(False)).get("next")
         inputs = self.transform.inv(tensordict)  # a shallow copy, the actions as the base env reads them
+        partial = inputs.get("_step", None)  # a ConditionalSkip's
+        if partial is not None and not partial.any():  # the whole step skipped, the transforms' too
+            return self._skip_tensordict(inputs.exclude("_step"))
         next_tensordict = self.base_env.step(inputs).get("next")
-        return self.transform._step(inputs, next_tensordict)
+        return self.transform._step(inputs.exclude("_step"), next_tensordict)
 
     def _reset(self, tensordict=None, **kwargs):
         if not self._torchrl_style:
