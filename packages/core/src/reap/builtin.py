@@ -49,6 +49,10 @@ MODULES = {
         "ClipTransform", "Compose", "DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum",
         "StepCounter", "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", *_TRANSFORMS,
     ),
+    "reap.envs.transforms.transforms": (
+        "ClipTransform", "Compose", "DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum",
+        "StepCounter", "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", *_TRANSFORMS,
+    ),
     "reap.envs.utils": (
         "ExplorationType", "RandomPolicy", "check_env_specs", "exploration_type", "set_exploration_type",
         "step_mdp", *_ENV_HELPERS,
@@ -93,3 +97,6 @@ def reap_register_exports(register):
     for name in names:
         target = f"{_HOMES.get(name, 'reap')}:{name}"
         register(name, target, modules=tuple(m for m, ns in MODULES.items() if name in ns))
+    # TorchRL's private spec-hook decorators, which its custom-env tutorial imports
+    for name in ("apply_to_composite", "apply_to_composite_inv"):
+        register(f"_{name}", f"reap.envs.transforms.transform:{name}", modules=("reap.envs.transforms.transforms",))

@@ -84,6 +84,9 @@ class _EnvMeta(type):
         if isinstance(env, EnvBase) and not env.__dict__.get("_specs_initialized"):
             raise RuntimeError(f"{type(env).__name__}.__init__ must call super().__init__(batch_size=..., "
                                "device=...) (EnvBase's)")
+        if isinstance(env, EnvBase) and not env.batch_locked and not env._torchrl_style:
+            raise ValueError(f"{type(env).__name__}: only an env written the TorchRL way (_reset/_step) can be "
+                             "batch-unlocked; one of reap's array API steps exactly its batch_size")
         env._complete_done_specs()
         env._check_key_collisions()
         env.set_spec_lock_(bool(spec_locked))
@@ -104,9 +107,9 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
     def __new__(cls, *args, _batch_locked: bool = True, _inplace_update: bool = False, **kwargs):
         # TorchRL's signature, so that a subclass's ``__new__`` may pass its arguments on
-        if not _batch_locked:
-            raise ValueError(f"{cls.__name__}: reap envs are batch-locked; _batch_locked=False is not supported")
         env = super().__new__(cls)
+        if not _batch_locked:  # TorchRL's stateless envs: any batch of inputs (checked at __init__'s end)
+            env.__dict__["_batch_locked"] = False
         for side in ("_input_spec", "_output_spec"):  # specs a subclass set on the class, as TorchRL takes them
             if isinstance(cls.__dict__.get(side), Composite):
                 env.__dict__[side] = getattr(cls, side).clone()
@@ -316,7 +319,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
     # ---- TensorDict API ------------------------------------------------------------------
     def _assert_tensordict_shape(self, tensordict: TensorDictBase) -> None:
-        if tensordict.batch_size != self.batch_size:
+        # a batch-unlocked env without a batch size of its own (TorchRL's stateless envs) takes any batch
+        if (self.batch_locked or self.batch_size) and tensordict.batch_size != self.batch_size:
             raise RuntimeError(f"Expected a tensordict with shape==env.batch_size, got {tensordict.batch_size} and "
                                f"{self.batch_size}")
 
@@ -533,7 +537,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Actions drawn from ``full_action_spec`` (written into ``tensordict`` when given)."""
-        actions = self.full_action_spec.rand()
+        unlocked = tensordict is not None and not self.batch_locked and not self.batch_size
+        actions = self.full_action_spec.rand(tensordict.shape if unlocked else None)  # one per input row
         return actions if tensordict is None else tensordict.update(actions)
 
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
@@ -694,7 +699,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
                                              bool(break_when_all_done))
         else:
             steps = self._rollout_nonstop(tensordict, max_steps, act, callback, storing_device)
-        dim = len(self.batch_size)
+        dim = len(self.batch_size if tensordict is None else tensordict.batch_size)
         if return_contiguous and self._has_dynamic_specs:
             raise RuntimeError("The environment specs are dynamic. Call rollout with return_contiguous=False.")
         if return_contiguous:

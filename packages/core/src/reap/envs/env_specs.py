@@ -209,8 +209,9 @@ class EnvSpecs:
 
     @property
     def batch_locked(self) -> bool:
-        """reap's envs take exactly their ``batch_size`` (TorchRL's batch-locked envs)."""
-        return True
+        """Whether the env takes exactly its ``batch_size`` (reap's envs, but those written the
+        TorchRL way created with ``_batch_locked=False``, as TorchRL's stateless envs)."""
+        return self.__dict__.get("_batch_locked", True)
 
     @batch_locked.setter
     def batch_locked(self, value) -> None:

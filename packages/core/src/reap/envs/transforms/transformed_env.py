@@ -354,6 +354,10 @@ class TransformedEnv(EnvBase):
         return self.__dict__.get("_skipping", False)
 
     @property
+    def batch_locked(self) -> bool:
+        return self.base_env.batch_locked
+
+    @property
     def _torchrl_style(self) -> bool:
         """Whether the env steps on TensorDicts, as TorchRL's (nested done groups or heterogeneous
         entries in the base env: see the module)."""
@@ -433,8 +437,8 @@ class TransformedEnv(EnvBase):
 
 def _needs_tensordicts(env: EnvBase) -> bool:
     """Whether ``env`` has done flags in nested groups, a heterogeneous (lazy-stacked) entry or a
-    non-tensor one."""
-    if any(isinstance(key, tuple) for key in env.reset_keys):
+    non-tensor one, or is batch-unlocked (takes any batch: no array layout fits it)."""
+    if any(isinstance(key, tuple) for key in env.reset_keys) or not env.batch_locked:
         return True
     for spec in (env.output_spec, env.input_spec):
         if any(isinstance(sub, (Stacked, StackedComposite)) for _, sub in spec.items(True)):
