@@ -74,8 +74,13 @@ def split_step(tensordict) -> list[tuple]:
     """``(input, stepped)`` per sub-env: its rows of ``tensordict`` and whether a ``_step`` entry
     (TorchRL's partial steps) selects it."""
     partial = tensordict.get("_step", None)
-    return [(tensordict[i].exclude("_step", "next"), partial is None or bool(partial[i].any()))
-            for i in range(tensordict.batch_size[0])]
+    out = []
+    for i in range(tensordict.batch_size[0]):
+        sub = tensordict[i].exclude("_step", "next")
+        if partial is not None and partial[i].any() and not partial[i].all():  # a batched sub-env, stepped in part
+            sub.set("_step", partial[i])
+        out.append((sub, partial is None or bool(partial[i].any())))
+    return out
 
 
 def stack_sub_envs(outs: list) -> LazyStackedTensorDict:
