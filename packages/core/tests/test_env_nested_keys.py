@@ -186,3 +186,35 @@ def test_serial_env_forwards_public_attributes_and_methods_to_its_sub_envs():
     with pytest.raises(AttributeError, match="no attribute '_flags'"):  # private names are not forwarded
         _ = env._flags
     env.close()
+
+
+def test_a_batched_sub_env_stepped_in_part_gets_its_own_step_rows():
+    # a sub-env with a string steps on TensorDicts; TorchRL's partial steps reach it row by row
+    from tensordict import NonTensorData
+
+    from reap.envs import SerialEnv
+    from reap.specs import NonTensor
+
+    class Labelled(EnvBase):
+        def __init__(self):
+            super().__init__(batch_size=(2,))
+            self.observation_spec = Composite(observation=Unbounded(shape=(2, 1)), label=NonTensor(shape=(2,)),
+                                              shape=(2,))
+            self.action_spec = Unbounded(shape=(2, 1))
+            self.seen = []
+
+        def _reset(self, td):
+            return TensorDict(observation=torch.zeros(2, 1), label=NonTensorData("a", batch_size=[2]), batch_size=[2])
+
+        def _step(self, td):
+            self.seen.append(None if td.get("_step", None) is None else td["_step"].flatten().tolist())
+            return TensorDict(observation=td["observation"] + 1, label=NonTensorData("b", batch_size=[2]),
+                              reward=torch.zeros(2, 1), done=torch.zeros(2, 1, dtype=torch.bool), batch_size=[2])
+
+        def _set_seed(self, seed):
+            pass
+
+    env = SerialEnv(2, Labelled)
+    td = env.reset().set("action", torch.zeros(2, 2, 1))
+    env.step(td.set("_step", torch.tensor([[True, False], [True, True]])))
+    assert [sub.seen for sub in env.envs] == [[[True, False]], [None]]
