@@ -283,6 +283,11 @@ class ParallelEnv(EnvBase):
     def _skips_steps(self) -> bool:
         return self._skipping
 
+    @property
+    def _use_buffers(self) -> bool:
+        """TorchRL's flag: whether the sub-envs step through shared buffers (reap's arrays)."""
+        return not self._on_tensordicts
+
     def _reset(self, tensordict=None, **kwargs):
         self._check_open()
         ids = []

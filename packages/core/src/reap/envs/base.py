@@ -494,7 +494,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         out = self.full_done_spec.zero()
         out.update(self.full_observation_spec.zero())
         out.update(self.full_reward_spec.zero())
-        for key in list(out.keys(True, True)):
+        whole = [k for k, v in out.items(True) if is_tensor_collection(v) and not isinstance(v, TensorDictBase)]
+        for key in [*out.keys(True, True), *whole]:  # a tensorclass entry (no leaves listed) goes whole
             value = tensordict.get(key, None)
             if value is not None:
                 out.set(key, value.clone())
@@ -890,6 +891,8 @@ def _place(tree: dict, source: TensorDictBase, dest: TensorDictBase) -> TensorDi
             else:
                 out = _place(sub, value, out)
             value = out
+        elif is_tensor_collection(value) and not isinstance(value, TensorDictBase):
+            value = value.clone(False)  # a tensorclass: a reset updates the root's in place, not the step's
         dest.set(key, value)
     return dest
 

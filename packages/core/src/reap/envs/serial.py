@@ -165,6 +165,11 @@ class SerialEnv(EnvBase):
     def _skips_steps(self) -> bool:
         return self.envs[0]._skips_steps
 
+    @property
+    def _use_buffers(self) -> bool:
+        """TorchRL's flag: whether the sub-envs step through preallocated buffers (reap's arrays)."""
+        return not self._on_tensordicts
+
     def _reset(self, tensordict=None, **kwargs):
         """Reset the sub-envs the ``_reset`` entries select (all without), each by its ``reset``."""
         subs = split_reset(self, tensordict)

@@ -284,9 +284,15 @@ def _broadcast_to(fake: TensorDictBase, real: TensorDictBase) -> TensorDictBase:
     out = fake.empty()
     for key in fake.keys():
         f, r = fake.get(key), real.get(key, None)
-        if r is None:
+        if r is None or not (isinstance(f, torch.Tensor) or is_tensor_collection(f)):  # a string: as it is
             out.set(key, f)
         elif is_tensor_collection(f):
+            if f.batch_size != r.batch_size:  # a -1 dim of a Composite's own shape
+                try:
+                    f = f.expand(*r.batch_size)
+                except RuntimeError:
+                    raise AssertionError(f"The shapes of the real and fake tensordict don't match for key {key}. "
+                                         f"Got fake={f.batch_size} and real={r.batch_size}.") from None
             out.set(key, _broadcast_to(f, r))
         else:
             try:
@@ -312,6 +318,8 @@ def _check_level(fake: TensorDictBase, real: TensorDictBase, check_dtype: bool) 
         raise AssertionError(f"Keys mismatch: {set(fake.keys())} vs {set(real.keys())}")
     for key in fake.keys():
         f, r = fake.get(key), real.get(key)
+        if not (isinstance(f, torch.Tensor) or is_tensor_collection(f)):  # a tensorclass's string field
+            continue
         if f.shape != r.shape:
             raise AssertionError(f"The shapes of the real and fake tensordict don't match for key {key}. Got "
                                  f"fake={f.shape} and real={r.shape}.")
