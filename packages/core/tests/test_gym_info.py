@@ -95,3 +95,70 @@ def test_readers_refuse_what_they_cannot_read():
     sneaky.info_dict_reader.append(Extra())
     with pytest.raises(KeyError, match="an info reader wrote 'undeclared', which its info_spec does not declare"):
         sneaky.reset()
+
+
+class _Doubled(GymEnv):
+    """TorchRL's GymLikeEnv hooks overridden: observations doubled, rewards times ten."""
+
+    def read_obs(self, observations):
+        out = super().read_obs(observations)
+        out["observation"] = out["observation"] * 2
+        return out
+
+    def read_reward(self, reward):
+        return reward * 10
+
+
+class _Flipped(GymEnv):
+    """The action flipped on its way to gymnasium; every end reported as a truncation."""
+
+    def read_action(self, action):
+        return 1 - super().read_action(action)
+
+    def read_done(self, terminated=None, truncated=None, done=None):
+        return terminated & False, terminated | truncated, done, False
+
+
+@pytest.mark.parametrize("num_envs", [None, 2])
+def test_read_hooks_a_subclass_overrides_run_where_torchrl_runs_them(num_envs):
+    push = torch.tensor([0, 1]) if num_envs is None else torch.tensor([[0, 1]] * 2)
+    policy = lambda td: td.set("action", push)  # noqa: E731
+
+    def run(cls, steps=30, policy=policy):
+        env = cls("CartPole-v1", num_envs=num_envs)
+        env.set_seed(0)
+        return env.rollout(steps, policy, break_when_any_done=False)
+
+    plain, doubled = run(GymEnv), run(_Doubled)
+    assert torch.equal(doubled["observation"], plain["observation"] * 2)
+    assert torch.equal(doubled["next", "observation"], plain["next", "observation"] * 2)
+    assert torch.equal(doubled["next", "reward"], plain["next", "reward"] * 10)
+    pulled = run(GymEnv, policy=lambda td: td.set("action", 1 - push))
+    flipped = run(_Flipped)
+    assert torch.equal(flipped["next", "observation"], pulled["next", "observation"])
+    assert pulled["next", "terminated"].any() and not flipped["next", "terminated"].any()  # read_done's flags
+    assert torch.equal(flipped["next", "truncated"], pulled["next", "done"])
+    with Collector(_Doubled("CartPole-v1", num_envs=num_envs), policy, frames_per_batch=8, total_frames=8) as c:
+        assert c.path == "arrays" and next(iter(c))["next", "reward"].eq(10).all()
+
+
+def test_read_hooks_give_torchrl_values():
+    torchrl_envs = pytest.importorskip("torchrl.envs")
+
+    class TorchRLDoubled(torchrl_envs.GymEnv):
+        def read_obs(self, observations):
+            out = super().read_obs(observations)
+            out["observation"] = out["observation"] * 2
+            return out
+
+        def read_reward(self, reward):
+            return reward * 10
+
+    def run(cls):
+        env = cls("CartPole-v1")
+        env.set_seed(0)
+        return env.rollout(5, lambda td: td.set("action", torch.tensor([1, 0])))
+
+    ours, theirs = run(_Doubled), run(TorchRLDoubled)
+    for key in ["observation", ("next", "observation"), ("next", "reward")]:
+        assert torch.equal(ours[key], theirs[key]), key

@@ -189,6 +189,31 @@ class GymEnv(EnvBase):
         self._rows = np.arange(batch[0]) if batch else None
         self.info_dict_reader: list = []  # TorchRL's attribute: set_info_dict_reader appends
         self._info_keys: list = []
+        # TorchRL's GymLikeEnv hooks a subclass overrides: only those run, the others stay inline
+        self._overridden = {name for name in ("read_obs", "read_action", "read_reward", "read_done")
+                            if getattr(type(self), name) is not getattr(GymEnv, name)}
+        if self._overridden - {"read_obs"}:  # the step runs them; read_obs runs where observations are written
+            self._step_into = self._step_through_hooks
+
+    # ---- TorchRL's GymLikeEnv hooks (override one to change what the env reads) ---------------
+    def read_obs(self, observations) -> dict:
+        """The observation entries of one gymnasium observation, by key, as tensors (a subclass's
+        override may add or change entries; set ``observation_spec`` to match)."""
+        if isinstance(observations, dict):
+            return {key: torch.as_tensor(observations[gym_key]) for key, gym_key in self._obs_keys.items()}
+        return {next(iter(self._obs_keys)): torch.as_tensor(observations)}
+
+    def read_action(self, action):
+        """What gymnasium's ``step`` takes for ``action`` (a tensor of the action spec)."""
+        return self.action_spec.to_numpy(action, safe=False)
+
+    def read_reward(self, reward):
+        """The reward gymnasium returned, as the env reports it."""
+        return reward
+
+    def read_done(self, terminated=None, truncated=None, done=None):
+        """``(terminated, truncated, done, do_break)`` from gymnasium's flags (TorchRL's hook)."""
+        return terminated, truncated, done, bool(np.any(done))
 
     # ---- info-dict readers (TorchRL's GymLikeEnv API) ---------------------------------------
     def set_info_dict_reader(self, info_dict_reader=None, ignore_private: bool = True) -> GymEnv:
@@ -294,6 +319,11 @@ class GymEnv(EnvBase):
         return env, skip
 
     def _write_obs(self, dest: dict, t: int, obs, mask=None) -> None:
+        if "read_obs" in self._overridden:
+            values = self.read_obs(obs)
+            for key in self._obs_keys_read():
+                self._write(dest, key, t, np.asarray(values[key]), mask)
+            return
         if self._plain_obs is not None and mask is None:  # one array observation: the hot path
             dest[self._plain_obs][t] = obs
             return
@@ -317,6 +347,11 @@ class GymEnv(EnvBase):
             row[...] = value
         else:
             row[mask] = value[mask]
+
+    def _obs_keys_read(self) -> list:
+        """The observation keys an overriding ``read_obs`` writes: the spec's but the info entries."""
+        return self._cached("_read_keys", lambda: [k for k in self.observation_spec.keys(True, True)
+                                                   if k not in self._info_keys])
 
     def _reset_into(self, root, t, mask):
         seed, self._reset_seed = self._reset_seed, None  # reset(seed=...)'s
@@ -350,6 +385,29 @@ class GymEnv(EnvBase):
             nxt["terminated"][t, 0] = terminated
             nxt["truncated"][t, 0] = truncated
             nxt["done"][t, 0] = terminated or truncated
+
+    def _step_through_hooks(self, action, t, root, nxt) -> None:
+        """A step of a subclass overriding TorchRL's ``read_*`` hooks: each runs where TorchRL's does."""
+        if "read_action" in self._overridden:
+            action = self.read_action(torch.as_tensor(action))
+        elif self._one_hot_action:
+            action = np.argmax(action, axis=-1) if self._vector else action.argmax()
+        obs, reward, terminated, truncated, info = self._env.step(action)
+        if self._skip > 1:
+            obs, reward, terminated, truncated, info = self._skip_frames(action, obs, reward, terminated, truncated,
+                                                                         info)
+        reward = self.read_reward(reward)
+        if "read_done" in self._overridden:
+            terminated, truncated, _, _ = self.read_done(terminated=terminated, truncated=truncated,
+                                                         done=np.logical_or(terminated, truncated))
+        self._write_obs(nxt, t, obs)
+        if self.info_dict_reader:
+            self._read_info(info, nxt, t)
+        terminated, truncated = np.asarray(terminated), np.asarray(truncated)
+        nxt["reward"][t] = np.asarray(reward, dtype=nxt["reward"].dtype).reshape(nxt["reward"][t].shape)
+        nxt["terminated"][t] = terminated.reshape(nxt["terminated"][t].shape)
+        nxt["truncated"][t] = truncated.reshape(nxt["truncated"][t].shape)
+        nxt["done"][t] = (terminated | truncated).reshape(nxt["done"][t].shape)
 
     def _skip_frames(self, action, obs, reward, terminated, truncated, info):
         """``frame_skip``: the action again, the rewards summed, until the first done (TorchRL's)."""
