@@ -97,16 +97,23 @@ def test_readers_refuse_what_they_cannot_read():
         sneaky.reset()
 
 
-class _Doubled(GymEnv):
-    """TorchRL's GymLikeEnv hooks overridden: observations doubled, rewards times ten."""
+def _doubling(base):
+    """``base`` (reap's GymEnv or TorchRL's) with TorchRL's GymLikeEnv hooks overridden:
+    observations doubled, rewards times ten."""
 
-    def read_obs(self, observations):
-        out = super().read_obs(observations)
-        out["observation"] = out["observation"] * 2
-        return out
+    class Doubled(base):
+        def read_obs(self, observations):
+            out = super().read_obs(observations)
+            out["observation"] = out["observation"] * 2
+            return out
 
-    def read_reward(self, reward):
-        return reward * 10
+        def read_reward(self, reward):
+            return reward * 10
+
+    return Doubled
+
+
+_Doubled = _doubling(GymEnv)
 
 
 class _Flipped(GymEnv):
@@ -145,14 +152,7 @@ def test_read_hooks_a_subclass_overrides_run_where_torchrl_runs_them(num_envs):
 def test_read_hooks_give_torchrl_values():
     torchrl_envs = pytest.importorskip("torchrl.envs")
 
-    class TorchRLDoubled(torchrl_envs.GymEnv):
-        def read_obs(self, observations):
-            out = super().read_obs(observations)
-            out["observation"] = out["observation"] * 2
-            return out
-
-        def read_reward(self, reward):
-            return reward * 10
+    TorchRLDoubled = _doubling(torchrl_envs.GymEnv)  # noqa: N806
 
     def run(cls):
         env = cls("CartPole-v1")
