@@ -1,5 +1,8 @@
 """A VecNorm in shared memory is updated by every worker of a multi-process collector."""
 
+import gc
+import multiprocessing
+
 import pytest
 
 from reap import GymEnv, TransformedEnv, VecNorm
@@ -9,7 +12,9 @@ from reap_testing import shm_left_by_us, shm_segments
 
 @pytest.mark.parametrize("method", ["forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
 def test_workers_update_the_shared_statistics(method, shm_before):
-    vecnorm = VecNorm(in_keys=["observation"], decay=1.0).share_memory()
+    # without the lock two workers' updates at the same moment can lose one (201 seen in CI)
+    lock = multiprocessing.get_context(method).Lock()
+    vecnorm = VecNorm(in_keys=["observation"], decay=1.0, lock=lock).share_memory()
     make_env = lambda: TransformedEnv(GymEnv("Pendulum-v1"), vecnorm)  # noqa: E731 (cloudpickled)
     make_env()  # the statistics exist before the workers start
     with MultiSyncCollector([make_env, make_env], None, frames_per_batch=100, total_frames=200,
@@ -19,4 +24,6 @@ def test_workers_update_the_shared_statistics(method, shm_before):
     # each worker's reset and 100 steps, seen by the trainer's process (plain pickle would copy)
     assert vecnorm.get_extra_state()["observation_count"].item() == 2 + 200
     assert vecnorm.loc["observation"].abs().sum() > 0
+    vecnorm.lock = lock = None  # the lock is a semaphore in /dev/shm until it is freed
+    gc.collect()
     assert not shm_left_by_us(shm_segments() - shm_before)  # other programs' come and go meanwhile

@@ -12,7 +12,7 @@ Examples:
     >>> _ = rb.add(TensorDict(obs=torch.zeros(3), text="short"))
     >>> _ = rb.add(TensorDict(obs=torch.ones(5), text="long"))
     >>> batch = rb.sample()
-    >>> type(batch).__name__, sorted({len(row["obs"]) for row in batch.unbind(0)}) <= [3, 5]
+    >>> type(batch).__name__, {len(row["obs"]) for row in batch.unbind(0)} <= {3, 5}
     ('LazyStackedTensorDict', True)
 """
 

@@ -236,7 +236,8 @@ class VecNorm(Transform):
         shared_td: statistics to use instead of new ones, a dict or TensorDict with the keys
             above in shared memory, e.g. ``other.get_extra_state()`` after ``other.share_memory()``.
         lock: a multiprocessing lock held while the statistics are updated (TorchRL creates one
-            per transform; reap updates without a lock unless given one).
+            per transform; reap updates without a lock unless given one, and then processes that
+            update shared statistics at the same moment can lose one another's update).
         decay: how much of the statistics each update keeps, in (0, 1].
         eps: lower bound of the variance (and of the standard deviation).
         shapes: TorchRL's shapes of the statistics; reap takes them from the env (None only).
