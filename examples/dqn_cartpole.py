@@ -95,7 +95,8 @@ def main(args) -> dict:
 
     collector = MultiAsyncCollector([EnvFactory(args.envs_per_worker)] * args.workers, policy,
                                     frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
-                                    mp_start_method=args.mp_start_method)
+                                    mp_start_method=args.mp_start_method,
+                                    worker_tags=True)  # ("collector", "worker_id"): who delivered a batch
     returns, log, frames, steps = [], [], 0, 0
     start = time.perf_counter()
     with collector:

@@ -105,8 +105,10 @@ def main(args) -> dict:
         collector = Collector(envs(), actor, frames_per_batch=args.frames_per_batch, total_frames=args.total_frames)
     else:
         options = {"mp_start_method": args.mp_start_method} if args.backend == "mp" else {}
+        # worker_tags: each batch says which weights made it, ("collector", "policy_version")
         collector = Collector([envs] * args.workers, actor, backend=args.backend, sync=True,  # PPO is on-policy
-                              frames_per_batch=args.frames_per_batch, total_frames=args.total_frames, **options)
+                              frames_per_batch=args.frames_per_batch, total_frames=args.total_frames,
+                              worker_tags=True, **options)
 
     returns, log, frames, solved_at = [], [], 0, None
     start = time.perf_counter()

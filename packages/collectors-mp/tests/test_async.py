@@ -32,7 +32,7 @@ def test_batches_are_copies_not_shared_slots(async_collector):
 
 def test_update_at_each_batch_targets_the_delivering_worker():
     trainer = constant_policy(0.0)
-    with MultiAsyncCollector([env_fn(), env_fn()], trainer, frames_per_batch=4, total_frames=40,
+    with MultiAsyncCollector([env_fn(), env_fn()], trainer, worker_tags=True, frames_per_batch=4, total_frames=40,
                              update_at_each_batch=True, mp_start_method=FAST) as collector:
         versions = []
         for batch in collector:
@@ -47,7 +47,7 @@ def test_async_collector_runs_one_worker_and_leaves_nothing(shm_before):
     from reap_mp import AsyncCollector
     from reap_testing import pid_alive, shm_left_by_us, shm_segments
 
-    collector = AsyncCollector(env_fn(batch=2), constant_policy(1.0), frames_per_batch=8, total_frames=32,
+    collector = AsyncCollector(env_fn(batch=2), constant_policy(1.0), worker_tags=True, frames_per_batch=8, total_frames=32,
                                mp_start_method=FAST)
     assert isinstance(collector, MultiAsyncCollector) and collector.num_workers == 1
     pids = list(collector.worker_pids)

@@ -213,7 +213,7 @@ def test_weights_lock_left_held_by_a_dead_process_is_bounded(clean):
 
 
 def test_weights_lock_held_by_a_dead_process_restarts_the_worker(clean):
-    collector = make(MultiSyncCollector, [env_fn(), env_fn()], on_worker_failure="restart",
+    collector = make(MultiSyncCollector, [env_fn(), env_fn()], on_worker_failure="restart", worker_tags=True,
                      weight_sync_schemes=SharedMemWeightSyncScheme(lock_timeout=1.0))
     with collector:
         collector.next()

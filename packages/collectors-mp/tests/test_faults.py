@@ -239,7 +239,7 @@ def test_async_hung_worker_is_restarted_and_its_batches_asked_again():
     from reap_testing import BusyEchoEnv
 
     collector = MultiAsyncCollector([env_fn(hang_at=10), functools.partial(BusyEchoEnv, step_cost=0.02, episode_len=5)],
-                                    constant_policy(), frames_per_batch=4, total_frames=4 * 100,
+                                    constant_policy(), worker_tags=True, frames_per_batch=4, total_frames=4 * 100,
                                     mp_start_method=FAST, worker_timeout=2, on_worker_failure="restart",
                                     max_restarts=100)
     collector.set_seed(7)

@@ -21,7 +21,7 @@ from reap_testing import (
 @pytest.mark.parametrize("cls, scheme", [(MultiSyncCollector, "pipe"), (MultiAsyncCollector, "shared_mem")])
 def test_start_collects_in_the_background_and_weights_reach_later_batches(cls, scheme, shm_before):
     sink = Sink()
-    collector = cls([env_fn(batch=2, episode_len=100)] * 2, constant_policy(1.0), frames_per_batch=16,
+    collector = cls([env_fn(batch=2, episode_len=100)] * 2, constant_policy(1.0), worker_tags=True, frames_per_batch=16,
                     total_frames=-1, replay_buffer=sink, weight_sync_schemes={"policy": scheme},
                     mp_start_method="forkserver")
     pids = list(collector.worker_pids)

@@ -16,7 +16,7 @@ FAST = "forkserver"
 def sync():
     collector = MultiSyncCollector(
         [env_fn(batch=3, episode_len=4), env_fn(batch=3, episode_len=4)], constant_policy(0.5),
-        frames_per_batch=24, total_frames=-1, mp_start_method=FAST,
+        worker_tags=True, frames_per_batch=24, total_frames=-1, mp_start_method=FAST,
     )
     yield collector
     collector.shutdown()

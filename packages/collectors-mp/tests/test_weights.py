@@ -26,7 +26,7 @@ def test_restarted_worker_runs_the_current_weights_after_an_integer_push():
     # the issue's repro: int64 weights first (exactly castable), then the float policy, then
     # SIGKILL worker 0. The copy kept for restarts must be float, not truncated int64.
     trainer = linear_policy()
-    collector = MultiSyncCollector([env_fn(), env_fn()], trainer, frames_per_batch=8,
+    collector = MultiSyncCollector([env_fn(), env_fn()], trainer, worker_tags=True, frames_per_batch=8,
                                    mp_start_method=FAST, on_worker_failure="restart")
     with collector:
         collector.update_policy_weights_({"module.weight": torch.ones(1, 2, dtype=torch.int64),
@@ -50,7 +50,7 @@ def test_restarted_worker_runs_the_current_weights_after_an_integer_push():
 
 @pytest.mark.parametrize("scheme", [None, PipeWeightSyncScheme()], ids=["shared_mem", "pipe"])
 def test_mismatched_weights_are_refused_before_anything_changes(scheme):
-    collector = MultiSyncCollector([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), frames_per_batch=8,
+    collector = MultiSyncCollector([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), worker_tags=True, frames_per_batch=8,
                                    mp_start_method=FAST, weight_sync_schemes=scheme)
     with collector:
         with pytest.raises(ValueError, match=r"update_policy_weights_: the weights' 'module\.weight' has shape "
@@ -69,7 +69,7 @@ def test_mismatched_weights_are_refused_before_anything_changes(scheme):
 
 
 def test_a_worker_restarted_after_its_own_push_runs_those_weights():
-    collector = MultiAsyncCollector([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), frames_per_batch=4,
+    collector = MultiAsyncCollector([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), worker_tags=True, frames_per_batch=4,
                                     mp_start_method=FAST, on_worker_failure="restart")
     with collector:
         it = iter(collector)
@@ -111,7 +111,7 @@ def test_schemes_from_torchrls_backend_names():
 def test_no_weight_sync_scheme_keeps_the_workers_policy(collector_cls):
     from reap.weight_update import WeightSyncScheme
 
-    collector = collector_cls([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), frames_per_batch=8,
+    collector = collector_cls([env_fn(), env_fn()], ConstantPolicy(1.0).as_module(), worker_tags=True, frames_per_batch=8,
                               mp_start_method=FAST,
                               weight_sync_schemes={"policy": WeightSyncScheme.from_backend("none")})
     with collector:

@@ -29,7 +29,7 @@ def _weight(batch):
 def test_sync_layout_weights_seeds_state_add_collectors_and_actors_kept_after_iteration():
     policy = ConstantPolicy(1.0)
     collector = RayCollector(env_fn(batch=2, episode_len=4), policy.as_module(), num_collectors=2,
-                             frames_per_batch=16, total_frames=48, sync=True)
+                             worker_tags=True, frames_per_batch=16, total_frames=48, sync=True)
     with collector:
         seen = []
         ids: list[set] = [set(), set()]
@@ -80,7 +80,7 @@ def test_async_update_after_each_batch_and_max_weight_update_interval():
 
     With k=2 the actors prefetch: the rollout under way when weights are sent counts too."""
     policy = ConstantPolicy(0.0)
-    with RayCollector([env_fn(), env_fn()], policy.as_module(), frames_per_batch=3, total_frames=3 * 16,
+    with RayCollector([env_fn(), env_fn()], policy.as_module(), worker_tags=True, frames_per_batch=3, total_frames=3 * 16,
                       max_weight_update_interval=2) as collector:
         for k in (2, 0):
             runs: dict[int, list[tuple[int, float]]] = {0: [], 1: []}
@@ -104,7 +104,7 @@ def test_async_update_after_each_batch_and_max_weight_update_interval():
 
 def test_policy_factory_defers_weight_sync_until_weights_are_given_collector_backend_ray():
     collector = Collector(env_fn(), policy_factory=lambda: ConstantPolicy(3.0).as_module(), backend="ray",
-                          sync=True, frames_per_batch=4, total_frames=8, max_weight_update_interval=0)
+                          sync=True, worker_tags=True, frames_per_batch=4, total_frames=8, max_weight_update_interval=0)
     with collector:
         assert isinstance(collector, RayCollector) and collector._sync
         first = next(iter(collector))
@@ -144,7 +144,7 @@ def test_bad_arguments_fail_before_any_actor_starts():
 def test_replay_buffer_gets_every_frame_exactly_once_from_two_actors():
     rb = RayReplayBuffer(storage=LazyTensorStorage(1000), batch_size=8)
     with rb, RayCollector([env_fn(batch=2), env_fn(batch=2)], ConstantPolicy(1.0).as_module(),
-                          frames_per_batch=20, total_frames=200, replay_buffer=rb) as collector:
+                          worker_tags=True, frames_per_batch=20, total_frames=200, replay_buffer=rb) as collector:
         it = iter(collector)
         assert [next(it) for _ in range(3)] == [None] * 3
         with collector.pause():  # requests in flight drained, writes flushed: nothing moves
@@ -163,7 +163,7 @@ def test_replay_buffer_gets_every_frame_exactly_once_from_two_actors():
 
 def test_multicollector_backend_ray_async_with_envs_per_collector_prefetches_the_next_rollout():
     multi = MultiCollector([env_fn()], ConstantPolicy(2.0).as_module(), sync=False, backend="ray",
-                           frames_per_batch=8, total_frames=16, num_workers_per_collector=2)
+                           worker_tags=True, frames_per_batch=8, total_frames=16, num_workers_per_collector=2)
     with multi:
         assert isinstance(multi, RayCollector) and not multi._sync
         batches = list(multi)
@@ -191,7 +191,7 @@ def test_multicollector_backend_ray_async_with_envs_per_collector_prefetches_the
 @pytest.mark.slow
 def test_collector_class_sync_runs_worker_processes_inside_each_actor(tmp_path):
     with RayCollector(env_fn(), ConstantPolicy(1.0).as_module(), collector_class="sync", num_collectors=1,
-                      num_workers_per_collector=2, frames_per_batch=8, total_frames=16, sync=True) as collector:
+                      num_workers_per_collector=2, worker_tags=True, frames_per_batch=8, total_frames=16, sync=True) as collector:
         # the actor's two worker processes trace to distinct files
         collector.enable_profile(workers=[0], num_rollouts=2, save_path=str(tmp_path / "t_{worker_idx}.json"))
         batches = list(collector)

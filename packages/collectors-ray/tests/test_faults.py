@@ -47,7 +47,7 @@ def test_actor_exiting_mid_batch_is_restarted_and_the_lost_batch_redone(tmp_path
     # it exits in its first rollout: before any batch is handed back (and any rollout prefetched)
     make_env = functools.partial(ExitingEnv, exit_at=2, once_file=str(tmp_path / "exited"))
     policy = ConstantPolicy(1.0)
-    with RayCollector(make_env, policy.as_module(), num_collectors=1, frames_per_batch=4,
+    with RayCollector(make_env, policy.as_module(), num_collectors=1, worker_tags=True, frames_per_batch=4,
                       total_frames=12, on_worker_failure="restart") as collector:
         policy.weight.data.fill_(9.0)
         collector.update_policy_weights_(policy)  # sent with the first request
@@ -77,7 +77,7 @@ def test_actor_killed_inside_a_prefetched_rollout_is_restarted_on_the_latest_wei
     held = tmp_path / "held"
     make_env = functools.partial(HoldingEnv, hold_at=5, once_file=str(held))
     policy = ConstantPolicy(1.0)
-    with RayCollector(make_env, policy.as_module(), num_collectors=1, frames_per_batch=4, total_frames=12,
+    with RayCollector(make_env, policy.as_module(), num_collectors=1, worker_tags=True, frames_per_batch=4, total_frames=12,
                       sync=False, max_restarts=1, on_worker_failure="restart") as collector:
         batches = []
         with pytest.warns(RuntimeWarning, match="collector actor 0 failed .*died"):

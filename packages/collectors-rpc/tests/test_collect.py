@@ -22,7 +22,7 @@ def _weight(batch):
 @pytest.mark.parametrize("cls, layout", [(RPCCollector, [4, 4]), (DistributedCollector, [2, 2, 4])])
 def test_sync_layout_weights_worker_ids_seeds_and_loopback(cls, layout):
     policy = ConstantPolicy(1.0)
-    with cls([env_fn(batch=2, episode_len=4)] * 2, policy.as_module(), frames_per_batch=16,
+    with cls([env_fn(batch=2, episode_len=4)] * 2, policy.as_module(), worker_tags=True, frames_per_batch=16,
              total_frames=48, sync=True, visible_devices=["cpu", torch.device("cpu")]) as collector:
         # every socket of the driver and its workers listens on 127.0.0.1
         listening = listening_addresses([*collector.worker_pids, __import__("os").getpid()])
@@ -62,7 +62,7 @@ def test_sync_layout_weights_worker_ids_seeds_and_loopback(cls, layout):
 def test_async_update_after_each_batch_then_max_weight_update_interval(cls):
     """No worker collects with weights more than k batches old (k=0: update_after_each_batch)."""
     policy = ConstantPolicy(0.0)
-    with cls([env_fn(), env_fn()], policy.as_module(), frames_per_batch=3, total_frames=3 * 12,
+    with cls([env_fn(), env_fn()], policy.as_module(), worker_tags=True, frames_per_batch=3, total_frames=3 * 12,
              update_after_each_batch=True) as collector:
         for k in (0, 2):
             runs = {0: [], 1: []}
@@ -90,7 +90,7 @@ def test_async_workers_prefetch_so_pushed_weights_reach_the_rollout_after_the_ne
     batch 3; weights pushed after batch 1 go with the request for batch 3 and run from batch 4
     (without prefetching, from batch 3). Versions always name the weights used."""
     policy = ConstantPolicy(1.0)
-    with cls([env_fn()], policy.as_module(), frames_per_batch=4, total_frames=4 * 5) as collector:
+    with cls([env_fn()], policy.as_module(), worker_tags=True, frames_per_batch=4, total_frames=4 * 5) as collector:
         got = []
         for batch in collector:
             got.append((batch[VERSION].unique().tolist(), _weight(batch)))

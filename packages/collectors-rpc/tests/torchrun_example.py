@@ -19,7 +19,7 @@ def main() -> None:
         reap_rpc.serve(tcp_port=port, timeout=120)
         return
     policy = ConstantPolicy(1.0)
-    with cls([env_fn(batch=2)] * 3, policy.as_module(), frames_per_batch=24, total_frames=72, sync=True,
+    with cls([env_fn(batch=2)] * 3, policy.as_module(), worker_tags=True, frames_per_batch=24, total_frames=72, sync=True,
              launcher="torchrun", tcp_port=port, start_timeout=120) as collector:
         weights = []
         for i, batch in enumerate(collector):

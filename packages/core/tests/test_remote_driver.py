@@ -23,6 +23,7 @@ class InProcessCollector(CollectorDriver):
         self.per_worker = frames_per_batch // num_workers if sync else frames_per_batch
         self.workers = [None] * num_workers
         self.requests, self.answers = [], []
+        kwargs.setdefault("worker_tags", True)  # the tests read which worker and weights made a batch
         self._init_driver(num_workers, sync=sync, frames_per_batch=frames_per_batch, total_frames=total_frames,
                           scheme=WeightSyncScheme(), **kwargs)
         self._start_workers()

@@ -38,7 +38,7 @@ def no_thread_left():
 
 def test_weights_reach_every_worker_at_its_next_rollout():
     policy = constant_policy(0.0)
-    with ThreadSyncCollector([env_fn(batch=2)] * 2, policy, frames_per_batch=8) as collector:
+    with ThreadSyncCollector([env_fn(batch=2)] * 2, policy, worker_tags=True, frames_per_batch=8) as collector:
         first = collector.next()
         assert (first["action"] == 0).all() and (first["collector", "policy_version"] == 0).all()
         collector.update_policy_weights_(ConstantPolicy(2.0).as_module())

@@ -19,9 +19,10 @@ dim (``[n_workers * n_envs, T]`` for batched envs, ``[n_workers * T]`` for singl
 ``cat_results=-1`` concatenates along time (``[*env_batch, n_workers * T]``).
 ``MultiAsyncCollector`` yields one worker's batch at a time, ``[*env_batch, T]``.
 
-Every batch carries ``("collector", "worker_id")`` and ``("collector", "policy_version")``
-(batch-shaped int64): which worker produced it and with which weights (0 for the weights the
-workers started with, then the number of ``update_policy_weights_`` calls that reached it).
+Batches have TorchRL's keys. With ``worker_tags=True`` they also carry ``("collector",
+"worker_id")`` and ``("collector", "policy_version")`` (batch-shaped int64): which worker
+produced each frame and with which weights (0 for the weights the workers started with, then
+the number of ``update_policy_weights_`` calls that reached it).
 """
 
 from __future__ import annotations
@@ -238,9 +239,9 @@ class MultiAsyncCollector(_MultiCollector):
     """Collect with several worker processes; yield each worker's batch as soon as it is done.
 
     Each worker double-buffers: it owns two shared-memory slots and starts its next rollout
-    while the trainer reads the last one. Batches are ``[*env_batch, T]`` and say who made them
-    in ``("collector", "worker_id")`` and with which weights in ``("collector",
-    "policy_version")``. ``update_at_each_batch=True`` pushes the policy's weights to the worker
+    while the trainer reads the last one. Batches are ``[*env_batch, T]``; with
+    ``worker_tags=True`` they say who made them in ``("collector", "worker_id")`` and with which
+    weights in ``("collector", "policy_version")``. ``update_at_each_batch=True`` pushes the policy's weights to the worker
     that delivered each batch before it collects again. Other arguments follow
     :class:`MultiSyncCollector` (``cat_results`` does not apply).
 
@@ -253,7 +254,7 @@ class MultiAsyncCollector(_MultiCollector):
         >>> policy = lambda observation: torch.tensor([1, 0])  # CartPole's one-hot action: push left
         >>> if __name__ == "__main__":
         ...     with MultiAsyncCollector([make_env, make_env], policy, frames_per_batch=50,
-        ...                              total_frames=200) as collector:
+        ...                              total_frames=200, worker_tags=True) as collector:
         ...         for batch in collector:
         ...             print(batch.batch_size, batch["collector", "worker_id"][0].item())
         torch.Size([50]) 0

@@ -3,7 +3,7 @@
 A scheme moves policy weights from the trainer (the parent process) to the collector workers.
 Each worker keeps its own copy of the policy and swaps in new weights only between two
 rollouts, so every batch is produced by exactly one policy version, which the batch records
-under ``("collector", "policy_version")``.
+under ``("collector", "policy_version")`` with ``worker_tags=True``.
 
 * :class:`SharedMemWeightSyncScheme` (``"shared_mem"``, the default for CPU policies): each
   worker owns a shared-memory copy of its weights; the parent writes new weights into it and

@@ -4,9 +4,11 @@ run one batch per request.
 ``collect(weights, version)`` hands ``weights`` (when the driver sent new ones) to the worker,
 which loads them before the rollout it then runs (never during one) and tags the batch with
 ``("collector", "policy_version")`` and, for a reap ``Collector``, ``("collector",
-"worker_id")``. With a replay buffer, the batch is written into the buffer's actor (flattened
-to frames, at most ``max_writes_in_flight`` writes outstanding) and only the frame count goes
-back; otherwise the batch goes back as NumPy arrays (:mod:`reap_ray.batches`). An exception in ``collect`` comes back as ``("error", text, traceback)``, naming the actor.
+"worker_id")`` (the driver drops both unless ``worker_tags``). With a replay buffer, the batch
+is written into the buffer's actor (flattened to frames, without those tags unless
+``worker_tags``; at most ``max_writes_in_flight`` writes outstanding) and only the frame count
+goes back; otherwise the batch goes back as NumPy arrays (:mod:`reap_ray.batches`). An
+exception in ``collect`` comes back as ``("error", text, traceback)``, naming the actor.
 
 ``collect(..., prefetch=True)`` starts the next rollout in a background thread as soon as the
 batch is handed back (``CollectorWorker.serve_collect``); the next ``collect`` returns that
@@ -21,7 +23,7 @@ from collections import deque
 
 import ray
 
-from reap.collectors.worker import CollectorWorker
+from reap.collectors.worker import CollectorWorker, without_worker_tags
 from reap_ray.batches import pack_batch
 from reap_ray.weight_sync import RayWeightSyncScheme
 
@@ -29,13 +31,14 @@ from reap_ray.weight_sync import RayWeightSyncScheme
 class CollectorActor:
     def __init__(self, idx: int, collector_class, kwargs: dict, policy=None, replay_buffer=None,
                  max_writes_in_flight: int = 2, write_timeout: float = 60.0, plugin_options=None,
-                 traj_id_offset: int = 0):
+                 traj_id_offset: int = 0, worker_tags: bool = False):
         self.idx = idx
         if policy is not None:
             kwargs = {**kwargs, "policy": policy}
         self.worker = CollectorWorker.build(idx, collector_class, kwargs, traj_id_offset=traj_id_offset,
                                             plugin_options=plugin_options, applier=RayWeightSyncScheme.applier)
         self.replay_buffer = replay_buffer
+        self.worker_tags = worker_tags
         self.max_writes_in_flight = max_writes_in_flight
         self.write_timeout = write_timeout
         # a prefetched rollout is waited for twice the driver's deadline (as reap-collectors-rpc's
@@ -57,7 +60,7 @@ class CollectorActor:
             if self.replay_buffer is None:
                 return pack_batch(batch)
             frames = batch.numel()
-            self._write(batch.reshape(-1))
+            self._write((batch if self.worker_tags else without_worker_tags(batch)).reshape(-1))
             return frames
         except Exception as exc:  # noqa: BLE001 - reported to the driver with the actor's index
             return ("error", *self.worker.format_error(exc, "collector actor"))

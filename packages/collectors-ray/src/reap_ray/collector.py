@@ -12,9 +12,9 @@ request in flight per actor:
   "Prefetching" below.
 
 Weights cost one ``ray.put`` per update; the object ref travels with each actor's next collect
-request, and the actor loads it before that rollout (never during one). Every batch records
-its weights in ``("collector", "policy_version")`` and, with reap's ``Collector``, its actor in
-``("collector", "worker_id")``.
+request, and the actor loads it before that rollout (never during one). With
+``worker_tags=True`` (reap's), every batch records its weights in ``("collector",
+"policy_version")`` and, with reap's ``Collector``, its actor in ``("collector", "worker_id")``.
 
 Faults: an actor that raises, dies (killed, its process exited) or delivers nothing for
 ``worker_timeout`` seconds is a ``RayCollectorError`` naming it (with its traceback when it
@@ -272,7 +272,8 @@ class RayCollector(CollectorDriver):
             spec = remote_collector_kwargs(
                 self._common, create_env_fn=fns[j], collector_class=self.collector_class,
                 num_envs=num_envs, devices={name: values[j] for name, values in devices.items()},
-                collector_kwargs=kwargs_list[j], policy_factory=factories[j], owner="RayCollector")
+                collector_kwargs=kwargs_list[j], policy_factory=factories[j], worker_tags=self.worker_tags,
+                owner="RayCollector")
             self._specs.append({"kwargs": spec, "policy": policy_ref if factories[j] is None else None})
             self._configs.append(configs[j])
             self._actors.append(None)
@@ -292,7 +293,8 @@ class RayCollector(CollectorDriver):
         rb = self.replay_buffer.actor if self.replay_buffer is not None else None
         self._actors[idx] = cls.remote(idx, self.collector_class, spec["kwargs"], spec["policy"], rb,
                                        self.max_writes_in_flight, self.worker_timeout,
-                                       self._worker_plugin_options(idx), self._traj_id_offset())
+                                       self._worker_plugin_options(idx), self._traj_id_offset(),
+                                       self.worker_tags)
         self._ready_refs[idx] = self._actors[idx].ready.remote()
 
     def _await_worker(self, idx: int) -> dict:

@@ -275,7 +275,8 @@ class RemoteCollector(CollectorDriver):
             kwargs = remote_collector_kwargs(
                 common, create_env_fn=lists["create_env_fn"][i], collector_class=self.collector_class,
                 num_envs=num_workers_per_collector, devices={name: lists[name][i] for name in DEVICES},
-                collector_kwargs=lists["collector_kwargs"][i], policy_factory=lists["policy_factory"][i], owner=owner)
+                collector_kwargs=lists["collector_kwargs"][i], policy_factory=lists["policy_factory"][i],
+                worker_tags=self.worker_tags, owner=owner)
             self._specs.append({"idx": i, "kwargs": kwargs, "collector_class": self.collector_class,
                                 "policy": policy if lists["policy_factory"][i] is None else None})
         self._tcp_port = tcp_port

@@ -11,13 +11,14 @@ A backend's tests run it with a module of a few lines (``tests/test_contract.py`
 
 Each test builds collectors through ``MultiCollector(..., backend=backend)`` on
 :class:`~reap_testing.envs.EchoEnv` (the reward is the action: a batch shows which weights made
-it) and checks (a worker is named "worker N", or "actor N" on Ray): the batch layout and keys, ``("collector", "policy_version")`` and
-``("collector", "worker_id")`` per batch, seeds (reproducible, distinct per worker), the
-driver's hooks and ``postproc`` once per batch, a restarted worker running the latest weights
-and redoing the lost batch, a worker's error naming its index with its traceback, a hung worker
-reported after ``worker_timeout``, and nothing left after shutdown (processes, shared-memory
-segments, listening sockets, and what :meth:`BackendContract.leftovers` names). Four
-collectors in all: the suite replaces a backend's own tests of these.
+it) and checks (a worker is named "worker N", or "actor N" on Ray): the batch layout and keys
+(TorchRL's, plus ``("collector", "policy_version")`` and ``("collector", "worker_id")`` per
+batch with ``worker_tags=True``), seeds (reproducible, distinct per worker), the driver's hooks
+and ``postproc`` once per batch, a restarted worker running the latest weights and redoing the
+lost batch, a worker's error naming its index with its traceback, a hung worker reported after
+``worker_timeout``, and nothing left after shutdown (processes, shared-memory segments,
+listening sockets, and what :meth:`BackendContract.leftovers` names). Five collectors in all:
+the suite replaces a backend's own tests of these.
 A test a backend cannot pass yet is listed in ``xfail`` (strict: it must fail).
 """
 
@@ -102,7 +103,8 @@ class BackendContract:
             request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
 
     def make(self, envs, policy=None, **kwargs):
-        return MultiCollector(envs, policy, backend=self.backend, **{**self.options, **kwargs})
+        """A collector of this backend; its batches keep the worker tags unless ``worker_tags=False``."""
+        return MultiCollector(envs, policy, backend=self.backend, **{"worker_tags": True, **self.options, **kwargs})
 
     def leftovers(self) -> set:
         """What of the backend's own outlived ``shutdown()`` (e.g. Ray actors); override."""
@@ -154,6 +156,18 @@ class BackendContract:
         with pytest.raises(RuntimeError, match="shut down"):
             collector.next()
         self._assert_nothing_left(before)
+
+    def test_batches_have_torchrl_keys_unless_worker_tags(self):
+        # without the tags, TorchRL's track_policy_version still names the weights of each frame
+        with self.make([env_fn()] * 2, constant_policy(0.5), sync=True, frames_per_batch=8, total_frames=-1,
+                       worker_tags=False, track_policy_version=True) as collector:
+            first = collector.next()
+            collector.update_policy_weights_({"module.weight": torch.tensor([2.0])})
+            batch = collector.next()
+        version = {"policy_version", ("next", "policy_version")}
+        assert set(batch.keys(True, True)) == KEYS - {VERSION, WORKER} | version
+        assert (first["policy_version"] == 0).all() and (batch["next", "policy_version"] == 1).all()
+        assert (batch["action"] == 2.0).all()
 
     def test_async_batches_are_one_workers_with_the_weights_that_made_them(self):
         policy = constant_policy(1.0)

@@ -185,7 +185,7 @@ class ThreadSyncCollector(_ThreadCollector):
         >>> policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
         >>> make_env = lambda: GymEnv("Pendulum-v1", num_envs=2)
         >>> with ThreadSyncCollector([make_env, make_env], policy, frames_per_batch=32,
-        ...                          total_frames=64) as collector:
+        ...                          total_frames=64, worker_tags=True) as collector:
         ...     for batch in collector:
         ...         print(batch.batch_size, batch["collector", "policy_version"].max().item())
         ...         collector.update_policy_weights_()

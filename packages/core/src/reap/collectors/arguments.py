@@ -439,6 +439,21 @@ def checked_track_policy_version(value, owner: str) -> bool:
     return value
 
 
+def checked_worker_tags(value, owner: str) -> bool:
+    """``worker_tags`` (reap's): True or False.
+
+    Examples:
+        >>> checked_worker_tags(None, "MyCollector")
+        Traceback (most recent call last):
+        ...
+        TypeError: MyCollector: worker_tags must be True (each batch keeps ("collector", "worker_id") and ("collector", "policy_version")) or False (TorchRL's keys only), got None
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f'{owner}: worker_tags must be True (each batch keeps ("collector", "worker_id") and '
+                        f'("collector", "policy_version")) or False (TorchRL\'s keys only), got {value!r}')
+    return value
+
+
 def check_postproc_and_buffer(postproc, replay_buffer, owner: str) -> None:
     """``postproc`` must be callable and ``replay_buffer`` have ``extend()`` (each or ``None``)."""
     if postproc is not None and not callable(postproc):
@@ -484,6 +499,7 @@ __all__ = [
     "checked_failure_options",
     "checked_init_random_frames",
     "checked_track_policy_version",
+    "checked_worker_tags",
     "checked_seconds",
     "checked_total_frames",
     "checked_worker_ids",

@@ -19,7 +19,8 @@ with ``update_after_each_batch``, so that the trainer's new weights travel with 
 Prefetching (async): a request also tells the worker to start its next rollout once it has
 answered (double buffering), so the next request finds it done or under way. Weights given
 while that rollout runs reach the rollout after it, and a batch's ``("collector",
-"policy_version")`` always names the weights it was collected with. ``max_weight_update_interval=k``
+"policy_version")`` (with ``worker_tags=True``; ``"policy_version"`` with TorchRL's
+``track_policy_version=True``) always names the weights it was collected with. ``max_weight_update_interval=k``
 (fresh weights for a worker that delivered more than ``k`` batches on its own) counts the
 prefetched rollout. ``update_after_each_batch=True`` and ``max_weight_update_interval=0`` switch
 prefetching off, as do the last requests of an iteration (no rollout starts that no request would
@@ -50,6 +51,7 @@ from reap.collectors.arguments import (
     WORKER_TIMEOUT,
     checked_track_policy_version,
     checked_worker_ids,
+    checked_worker_tags,
 )
 from reap.collectors.base import BaseCollector, checked_hook, options_for_worker, paired_calls
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines, WorkerWeights
@@ -61,14 +63,15 @@ from reap.collectors.trajectories import (
     split_trajectories,
     tag_policy_version,
 )
-from reap.collectors.worker import VERSION_KEY, pickled_hook, worker_seed
+from reap.collectors.worker import VERSION_KEY, pickled_hook, without_worker_tags, worker_seed
 from reap.errors import WorkerError
 from reap.plugins import hook
 from reap.weight_update import match_weights, weights_from_update_args
 
-#: TorchRL collector arguments every driver acts on itself (a remote collector takes them out of
-#: the options it gives its workers' collectors: :func:`driver_options`).
-DRIVER_OPTIONS = ("pre_collect_hook", "post_collect_hook", "track_policy_version")
+#: Collector arguments every driver acts on itself (a remote collector takes them out of the
+#: options it gives its workers' collectors: :func:`driver_options`); all TorchRL's but reap's
+#: ``worker_tags``.
+DRIVER_OPTIONS = ("pre_collect_hook", "post_collect_hook", "track_policy_version", "worker_tags")
 
 
 def driver_options(options: dict) -> dict:
@@ -148,10 +151,12 @@ class CollectorDriver(BaseCollector):
                      update_at_each_batch: bool = False, update_after_each_batch: bool = False,
                      max_weight_update_interval: int = -1, pre_collect_hook: Callable | None = None,
                      post_collect_hook: Callable | None = None, track_policy_version: bool = False,
-                     preemptive_threshold: float = 1.0) -> None:
+                     preemptive_threshold: float = 1.0, worker_tags: bool = False) -> None:
         """The driver's state for ``num_workers`` workers (each asked ``worker_frames[i]`` frames
         a batch; the workers' ready info sets them otherwise); every argument is checked by
-        then (:mod:`reap.collectors.arguments`)."""
+        then (:mod:`reap.collectors.arguments`) but ``worker_tags``: keep the workers'
+        ``("collector", "worker_id")`` and ``("collector", "policy_version")`` in the batches
+        (TorchRL's collectors have neither; they are dropped by default)."""
         self._sync = sync
         self.frames_per_batch = frames_per_batch
         self.total_frames = total_frames
@@ -171,6 +176,7 @@ class CollectorDriver(BaseCollector):
         self._pre_collect_hook = checked_hook(pre_collect_hook, "pre_collect_hook")  # sent as workers start
         self._post_collect_hook = checked_hook(post_collect_hook, "post_collect_hook")
         self.track_policy_version = checked_track_policy_version(track_policy_version, type(self).__name__)
+        self.worker_tags = checked_worker_tags(worker_tags, type(self).__name__)
         #: the share of workers whose rollout ends a sync batch: the others are stopped then (1.0: never)
         self.preemptive_threshold = preemptive_threshold
         self.interruptor = Interruptor() if preemptive_threshold < 1.0 else None
@@ -645,6 +651,8 @@ class CollectorDriver(BaseCollector):
                 batch = batch.to(self.storing_device)
             if self.track_policy_version:
                 tag_policy_version(batch, batch.get(VERSION_KEY))
+            if not self.worker_tags:
+                batch = without_worker_tags(batch)
             mark_time(batch)
             if self.split_trajs:
                 batch = mark_time(split_trajectories(batch))

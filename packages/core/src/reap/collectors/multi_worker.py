@@ -12,7 +12,9 @@ transport (see :class:`~reap.collectors.driver.CollectorDriver`) and its scheme.
 
 Layout (TorchRL's): a worker with an env of batch ``[*env_batch]`` yields ``[*env_batch, T]``;
 sync batches stack them (``cat_results="stack"``: ``[n_workers, *env_batch, T]``) or concatenate
-them (``"cat"``/``0``, or ``-1`` along time); async batches are one worker's.
+them (``"cat"``/``0``, or ``-1`` along time); async batches are one worker's. Their keys are
+TorchRL's; ``worker_tags=True`` (reap's) keeps each frame's worker in ``("collector",
+"worker_id")`` and the weights that made it in ``("collector", "policy_version")``.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class MultiWorkerCollector(CollectorDriver):
         auto_register_policy_transforms: bool | None = None,
         preemptive_threshold: float | None = None,
         compact_obs: bool = False,
+        worker_tags: bool = False,
         **options,
     ):
         owner = type(self).__name__
@@ -183,7 +186,7 @@ class MultiWorkerCollector(CollectorDriver):
                           extend_buffer=extend_buffer, cat_results=cat_results,
                           update_at_each_batch=update_at_each_batch, pre_collect_hook=pre_collect_hook,
                           post_collect_hook=post_collect_hook, track_policy_version=track_policy_version,
-                          preemptive_threshold=preemptive_threshold)
+                          preemptive_threshold=preemptive_threshold, worker_tags=worker_tags)
         self._trajs = trajs
         self.weight_updater = self._updater(weight_updater, owner)
         self._start_transport()

@@ -114,10 +114,11 @@ def check_collector_options(options: dict, collector_class, owner: str) -> None:
 
 def remote_collector_kwargs(common: dict, *, create_env_fn, collector_class, num_envs: int = 1,
                             devices: dict | None = None, collector_kwargs: dict | None = None,
-                            policy_factory=None, owner: str) -> dict:
+                            policy_factory=None, worker_tags: bool = False, owner: str) -> dict:
     """The keyword arguments of one remote collector: ``common`` (frames, options), its devices
     (those not None), its ``collector_kwargs``, its env constructor (``num_envs`` of them for a
     multi-process ``collector_class`` or several envs), ``total_frames=-1`` and its ``policy_factory``.
+    With ``worker_tags``, a multi-process ``collector_class`` keeps its own workers' tags too.
 
     Examples:
         >>> from reap import GymEnv
@@ -135,6 +136,8 @@ def remote_collector_kwargs(common: dict, *, create_env_fn, collector_class, num
                             "create_env_fn must be callables, not env instances")
         create_env_fn = [create_env_fn] * num_envs
     kwargs["create_env_fn"] = create_env_fn
+    if worker_tags and not issubclass(collector_class, Collector):
+        kwargs.setdefault("worker_tags", True)
     kwargs["total_frames"] = -1  # the driver counts the frames; a worker collects until it is stopped
     if policy_factory is not None:
         kwargs["policy_factory"] = policy_factory

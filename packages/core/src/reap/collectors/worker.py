@@ -51,6 +51,26 @@ TRAJ_KEY = ("collector", "traj_ids")
 TRAJ_ID_BLOCK = 2**40
 
 
+def without_worker_tags(batch: TensorDictBase) -> TensorDictBase:
+    """``batch`` less the tags a worker writes (:data:`VERSION_KEY`, :data:`WORKER_KEY`), and less
+    a ``"collector"`` entry they leave empty: the keys TorchRL's collectors give. No data is
+    copied. A driver hands its batches out through this unless asked for ``worker_tags=True``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> batch = TensorDict({"collector": {"worker_id": torch.zeros(2), "traj_ids": torch.zeros(2)}}, [2])
+        >>> sorted(without_worker_tags(batch).keys(True, True))
+        [('collector', 'traj_ids')]
+        >>> list(without_worker_tags(batch.exclude(TRAJ_KEY)).keys())
+        []
+    """
+    batch = batch.exclude(VERSION_KEY, WORKER_KEY)
+    tags = batch.get("collector", None)
+    if tags is not None and tags.is_empty():
+        batch = batch.exclude("collector")
+    return batch
+
+
 def format_worker_error(exc: BaseException, worker_idx: int, label: str = "collector worker") -> tuple[str, str]:
     """``(text, traceback)`` for ``exc`` raised in worker ``worker_idx``: plain strings, so they
     cross any transport whatever the exception's class (which the driver may not be able to
@@ -442,5 +462,5 @@ def resolve_collector_class(collector_class, owner: str):
     return collector_class
 
 
-__all__ = ["per_collector", "worker_seed", "COLLECTOR_CLASSES", "TRAJ_ID_BLOCK", "TRAJ_KEY", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
+__all__ = ["per_collector", "worker_seed", "without_worker_tags", "COLLECTOR_CLASSES", "TRAJ_ID_BLOCK", "TRAJ_KEY", "VERSION_KEY", "WORKER_KEY", "CollectorWorker", "format_worker_error",
            "resolve_collector_class"]
