@@ -359,8 +359,8 @@ def test_out_in_a_read_only_directory_is_refused(tmp_path, capsys):
      "does not fit --env CartPole-v1: its first action is [7, 0], the env takes one-hot vectors of length 2 (OneHot); "
      "make the policy return valid actions"),
     ("CartPole-v1", "action_float_for_discrete", [],
-     "does not fit --env CartPole-v1: the action is torch.float32 but the env expects torch.int64 (OneHot); "
-     "return an integer action (e.g. one_hot(logits.argmax(-1), n))"),
+     "does not fit --env CartPole-v1: the action is float32 but the env expects torch.int64 (OneHot), and 0.5 is "
+     "not a whole number; return an integer action (e.g. one_hot(logits.argmax(-1), n))"),
     ("Pendulum-v1", "action_wrong_shape", [],
      "does not fit --env Pendulum-v1: the action has shape (3,) but the env's action_spec expects (1,)"),
     ("CartPole-v1", "sized_for_pendulum", [],

@@ -15,6 +15,8 @@ from tensordict.nn import (
 from torch.distributions import Normal
 
 from reap import Collector, GymEnv, RewardSum, StepCounter, TransformedEnv, split_trajectories
+from reap.data import Binary, Composite, Unbounded
+from reap.envs import EnvBase
 from reap_testing import CountingEnv
 
 ROOT_KEYS = {"observation", "action", "done", "terminated", "truncated"}
@@ -410,11 +412,77 @@ def test_action_of_the_wrong_shape():
 
 
 def test_float_action_for_discrete_env():
-    with pytest.raises(TypeError, match=r"return an integer action \(e.g. logits.argmax\(-1\)\)"):
+    with pytest.raises(TypeError, match=r"and 0.5 is not a whole number; return an integer action \(e.g. logits.argmax"):
         Collector(GymEnv("CartPole-v1", categorical_action_encoding=True),
-                  lambda observation: observation.sum().reshape(()), frames_per_batch=4)
-    with pytest.raises(TypeError, match=r"expects torch.int64 \(OneHot\); return an integer action \(e.g. one_hot"):
+                  lambda observation: torch.tensor(0.5), frames_per_batch=4)
+    with pytest.raises(TypeError, match=r"expects torch.int64 \(OneHot\), and .* is not a whole number; return an "
+                                        r"integer action \(e.g. one_hot"):
         Collector(GymEnv("CartPole-v1"), lambda observation: observation[:2], frames_per_batch=4)
+
+
+def _one_hot_sample(observation):
+    return torch.distributions.OneHotCategorical(logits=observation[..., :2]).sample()  # float 0./1.
+
+
+def test_float_one_hot_actions_step_the_env_as_integers_and_stay_float_in_the_batch():
+    # torch's OneHotCategorical samples floats; TorchRL's collector passes them on, reap casts them exactly
+    torch.manual_seed(0)
+    with Collector(GymEnv("CartPole-v1"), _one_hot_sample, frames_per_batch=50, init_random_frames=50) as collector:
+        batches = [collector.next(), collector.next()]  # random actions, then the policy's
+    for batch in batches:
+        assert batch["action"].dtype == torch.float32 and set(batch["action"].sum(-1).tolist()) == {1.0}
+        # the env got each one-hot: pushing right (index 1) speeds the cart up, left slows it down
+        speed_up = batch["next", "observation"][:, 1] > batch["observation"][:, 1]
+        assert torch.equal(speed_up, batch["action"][:, 1] == 1.0)
+    assert len(set(batches[1]["action"][:, 1].tolist())) == 2  # both actions were taken
+
+
+def test_a_float_action_that_is_not_whole_later_is_an_error_at_its_batch():
+    calls = []
+
+    def policy(observation):
+        calls.append(1)
+        return torch.tensor([1.0, 0.0]) if len(calls) < 6 else torch.tensor([0.6, 0.4])
+
+    with Collector(GymEnv("CartPole-v1"), policy, frames_per_batch=4) as collector:
+        collector.next()  # the probe and 4 steps: whole
+        with pytest.raises(TypeError, match=r"the action is float32 but the env expects torch.int64 \(OneHot\), and "
+                                            r"0.6 is not a whole number"):
+            collector.next()
+
+
+class _GrowByActionEnv(EnvBase):
+    """The observation grows by the action, which an int8 Binary spec holds (TorchRL's
+    CountingBatchedEnv in its test_policy_with_mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(shape=(1,), dtype=torch.int32))
+        self.action_spec = Binary(1, dtype=torch.int8)
+        self.reward_spec = Unbounded(shape=(1,))
+
+    def _reset(self, tensordict):
+        self.count = torch.full((1,), 10, dtype=torch.int32)
+        return TensorDict(observation=self.count.clone())
+
+    def _step(self, tensordict):
+        self.count = self.count + tensordict["action"].to(torch.int32)
+        done = torch.zeros(1, dtype=torch.bool)
+        return TensorDict(observation=self.count.clone(), reward=torch.zeros(1), done=done, terminated=done.clone())
+
+    def _set_seed(self, seed):
+        pass
+
+
+def test_an_action_the_spec_dtype_cannot_hold_is_an_error_not_a_wrap():
+    # the observation doubles: 10, 20, 40, 80, then 160, which int8 would wrap to -96
+    with Collector(_GrowByActionEnv(), lambda observation: observation.clone(), frames_per_batch=4) as collector:
+        batch = collector.next()
+        assert batch["action"].dtype == torch.int32  # the policy's, as TorchRL's
+        assert batch["next", "observation"].flatten().tolist() == [20, 40, 80, 160]
+        with pytest.raises(TypeError, match=r"the action is int32 but the env expects torch.int8 \(Binary\), and 160 "
+                                            r"does not fit it; return actions the spec holds"):
+            collector.next()
 
 
 def test_policy_reading_a_missing_key():

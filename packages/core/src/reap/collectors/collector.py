@@ -44,7 +44,7 @@ from reap.collectors.arguments import (
 from reap.collectors.base import BaseCollector, checked_hook, is_private_key
 from reap.collectors.interaction import rollout_interaction
 from reap.collectors.interruptor import checked_interruptor
-from reap.collectors.policy import PolicyRunner, check_action
+from reap.collectors.policy import PolicyRunner, check_action, check_cast_actions, needs_cast
 from reap.collectors.policy_transforms import with_policy_transforms
 from reap.collectors.stepwise import StepwiseRollout, stepwise_reason
 from reap.collectors.traj_batches import checked_traj_options
@@ -351,6 +351,12 @@ class Collector(BaseCollector):
             view = root[env.action_key].view()
             view.shape = (steps + 1, *action_shape)  # raises rather than copy: the env must see each write
             targets[env.action_key] = view
+        self._cast_actions = None  # (the policy's actions, the env's), each step's cast checked exact
+        action_dtype = outputs[env.action_key].dtype
+        if needs_cast(action_dtype, env.action_spec):
+            policy_actions = torch.zeros((steps + 1, *action_shape), dtype=action_dtype).numpy()
+            self._cast_actions = (policy_actions, targets[env.action_key])
+            targets[env.action_key] = policy_actions
         self._runner.bind(targets, self._root_torch, [env.action_key, *self._policy_keys])
         batch = env.batch_size
         self._carry = [(root[k], nxt[k]) for k in env.state_keys]
@@ -372,7 +378,6 @@ class Collector(BaseCollector):
             self._all_out_sources.append((("collector", "traj_ids"), torch.from_numpy(self._traj).movedim(0, nb)))
         self._out_sources = [(k, v) for k, v in self._all_out_sources if not is_private_key(k)]
         # the batch keeps the policy's action dtype (TorchRL's), e.g. an int64 one-hot for a bool spec
-        action_dtype = outputs[env.action_key].dtype
         self._out_dtypes = {} if action_dtype == self._root_torch[env.action_key].dtype else {env.action_key: action_dtype}
         self._out_batch_size = (*batch, steps)
         self._same_td: TensorDict | None = None
@@ -405,6 +410,8 @@ class Collector(BaseCollector):
                 root[key][0] = root[key][last]
         step_into, action = env._step_into, root[env.action_key]
         act = self._runner.random_action if self._frames < self.init_random_frames else self._runner
+        if self._cast_actions is not None:
+            act = _casting(act, *self._cast_actions, env.action_spec)
         carry, done_flat, traj, cur = self._carry, self._done_flat, self._traj, self._cur_traj
         passthrough = self._passthrough
         single = self.n_envs == 1
@@ -701,6 +708,23 @@ class Collector(BaseCollector):
             f"total_frames={self.total_frames}, frames={self._frames}"
             + ("" if self._stepwise is None else f", path='tensordict' ({self.path_reason})") + ")"
         )
+
+
+def _casting(act: Callable[[int], None], policy_actions: np.ndarray, actions: np.ndarray,
+             spec) -> Callable[[int], None]:
+    """``act``, which writes a step's action into ``policy_actions``, then that action cast into
+    the env's ``actions`` (of the spec's dtype), refused before the env steps when the cast
+    changed it (no allocation)."""
+    changed = np.zeros(actions.shape[1:], dtype=bool)
+
+    def act_and_cast(t: int) -> None:
+        act(t)
+        actions[t] = policy_actions[t]
+        np.not_equal(actions[t], policy_actions[t], out=changed)
+        if changed.any():
+            check_cast_actions(policy_actions[t], spec)
+
+    return act_and_cast
 
 
 def _with_step_counter(env: EnvBase, max_steps: int) -> EnvBase:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModule, TensorDictModuleBase
@@ -249,7 +250,9 @@ def check_action(action: torch.Tensor, env: EnvBase) -> None:
     """Fail with a clear message when a policy's action does not fit the env's action spec.
 
     An action that lacks (or adds) trailing dims of size 1 fits, as TorchRL's envs take it: a
-    policy writing ``torch.ones(batch)`` for an action spec of shape ``(*batch, 1)``.
+    policy writing ``torch.ones(batch)`` for an action spec of shape ``(*batch, 1)``. An action
+    of another dtype fits while the env gets it cast exactly (:func:`check_cast_actions`): a
+    float one-hot sample of ``torch.distributions.OneHotCategorical`` for an integer spec.
 
     Examples:
         >>> from reap import GymEnv
@@ -258,6 +261,7 @@ def check_action(action: torch.Tensor, env: EnvBase) -> None:
         Traceback (most recent call last):
         ...
         ValueError: policy: the action has shape (2,) but the env's action_spec expects (1,) (batch ()); make the policy output one action per env
+        >>> check_action(torch.tensor([0.0, 1.0]), GymEnv("CartPole-v1"))  # a float one-hot: cast exactly
     """
     spec = env.action_spec
     if tuple(action.shape) != tuple(spec.shape) and _strip_ones(action.shape) != _strip_ones(spec.shape):
@@ -266,12 +270,46 @@ def check_action(action: torch.Tensor, env: EnvBase) -> None:
             f"{tuple(spec.shape)} (batch {tuple(env.batch_size)}); make the policy output one "
             "action per env"
         )
-    if action.dtype.is_floating_point and not spec.dtype.is_floating_point:
-        example = "one_hot(logits.argmax(-1), n)" if isinstance(spec, OneHot) else "logits.argmax(-1)"
-        raise TypeError(
-            f"policy: the action is {action.dtype} but the env expects {spec.dtype} "
-            f"({type(spec).__name__}); return an integer action (e.g. {example})"
-        )
+    if needs_cast(action.dtype, spec):
+        check_cast_actions(action.numpy(force=True), spec)
 
 
-__all__ = ["PolicyRunner", "check_action"]
+def needs_cast(action_dtype: torch.dtype, spec) -> bool:
+    """Whether a policy's ``action_dtype`` is cast for the env (to the spec's dtype) in a way
+    that can change a value: anything but equal dtypes or float to float."""
+    return action_dtype != spec.dtype and not (action_dtype.is_floating_point and spec.dtype.is_floating_point)
+
+
+def check_cast_actions(actions: np.ndarray, spec) -> None:
+    """Fail when ``actions`` (a policy's, of another dtype than ``spec``'s) would change when
+    cast to the spec's dtype for the env: a float that is not a whole number, a value out of
+    the dtype's range (TorchRL passes such actions to the env as they are).
+
+    Examples:
+        >>> from reap.data import Binary, Categorical
+        >>> check_cast_actions(np.array([2.0, 0.0]), Categorical(3))
+        >>> check_cast_actions(np.array([0.6, 0.4]), Categorical(3))
+        Traceback (most recent call last):
+        ...
+        TypeError: policy: the action is float64 but the env expects torch.int64 (Categorical), and 0.6 is not a whole number; return an integer action (e.g. logits.argmax(-1))
+        >>> check_cast_actions(np.array([1, 160], dtype=np.int32), Binary(2, dtype=torch.int8))
+        Traceback (most recent call last):
+        ...
+        TypeError: policy: the action is int32 but the env expects torch.int8 (Binary), and 160 does not fit it; return actions the spec holds (spec.is_in)
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        target = torch.empty(0, dtype=spec.dtype).numpy().dtype
+        changed = actions.astype(target).astype(actions.dtype) != actions
+    if changed.any():
+        bad = actions.flat[int(np.flatnonzero(changed)[0])].item()
+        whole = not isinstance(bad, float) or bad.is_integer()
+        if whole:
+            fix = "does not fit it; return actions the spec holds (spec.is_in)"
+        else:
+            example = "one_hot(logits.argmax(-1), n)" if isinstance(spec, OneHot) else "logits.argmax(-1)"
+            fix = f"is not a whole number; return an integer action (e.g. {example})"
+        raise TypeError(f"policy: the action is {actions.dtype} but the env expects {spec.dtype} "
+                        f"({type(spec).__name__}), and {bad:g} {fix}")
+
+
+__all__ = ["PolicyRunner", "check_action", "check_cast_actions", "needs_cast"]
