@@ -76,3 +76,21 @@ def test_async_collector_takes_one_env_constructor():
         AsyncCollector(env_fn(), constant_policy(), frames_per_batch=4, num_workers=2)
     with pytest.raises(ValueError, match="frames_per_batch"):  # num_workers=None (the default) passes
         AsyncCollector(env_fn(), constant_policy(), frames_per_batch=0, num_workers=None)
+
+
+def test_set_seed_during_iteration_drops_the_batch_asked_before_it():
+    # TorchRL's test_concurrent_collector_seed: the batch after set_seed repeats the one after
+    # the first set_seed, though the worker had started on the next when it came
+    from reap import GymEnv
+    from reap_mp import AsyncCollector
+
+    with AsyncCollector(lambda: GymEnv("Pendulum-v1"), None, frames_per_batch=20, max_frames_per_traj=20,
+                        mp_start_method=FAST) as collector:
+        collector.set_seed(100)
+        it = iter(collector)
+        first = next(it)
+        collector.set_seed(100)
+        second, third = next(it), next(it)
+    assert torch.equal(first["observation"], second["observation"])
+    assert torch.equal(first["action"], second["action"])
+    assert not torch.equal(first["observation"], third["observation"])

@@ -20,12 +20,13 @@ Prefetching (async): a request also tells the worker to start its next rollout o
 answered (double buffering), so the next request finds it done or under way. Weights given
 while that rollout runs reach the rollout after it, and a batch's ``("collector",
 "policy_version")`` (with ``worker_tags=True``; ``"policy_version"`` with TorchRL's
-``track_policy_version=True``) always names the weights it was collected with. ``max_weight_update_interval=k``
-(fresh weights for a worker that delivered more than ``k`` batches on its own) counts the
-prefetched rollout. ``update_after_each_batch=True`` and ``max_weight_update_interval=0`` switch
+``track_policy_version=True``) always names the weights it was collected with.
+``max_weight_update_interval=k`` (fresh weights for a worker that delivered more than ``k``
+batches on its own) counts the prefetched rollout. ``update_after_each_batch=True`` and ``max_weight_update_interval=0`` switch
 prefetching off, as do the last requests of an iteration (no rollout starts that no request would
-fetch). ``set_seed``, ``reset`` and ``load_state_dict`` drop prefetched rollouts (they predate the
-change); ``pause()`` waits for them, so inside it no worker collects.
+fetch). ``set_seed``, ``reset`` and ``load_state_dict`` drop prefetched rollouts and the
+answers of requests in flight (they predate the change; an async worker is asked again);
+``pause()`` waits for them, so inside it no worker collects.
 
 A backend implements the transport: :meth:`_launch_worker` and :meth:`_await_worker` (start a
 worker, wait until it is ready), :meth:`_send_collect`, :meth:`_receive` (the next answer, or a
@@ -574,6 +575,16 @@ class CollectorDriver(BaseCollector):
         ids = range(self.num_workers) if among is None else among
         return [self._control(i, method, args_for(i), again=again) for i in ids]
 
+    def _drop_drained(self, ids) -> None:
+        """Drop the answers a control call drained from workers ``ids`` (their batches predate the
+        change it made); an async collector asks those workers again, so each still owes one."""
+        ids = set(ids)
+        dropped = [i for i, _ in self._ready if i in ids]
+        self._ready = deque(item for item in self._ready if item[0] not in ids)
+        if not self._sync:
+            for i in dropped:
+                self._submit(i)
+
     # ---- iteration ----------------------------------------------------------------------------
     def _more(self, extra: int = 0) -> bool:
         return self.total_frames == -1 or self._frames + extra < self.total_frames
@@ -692,7 +703,8 @@ class CollectorDriver(BaseCollector):
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed every worker: worker ``i`` gets :func:`~reap.collectors.worker.worker_seed`
         ``(seed, i)``, distinct across workers and reproducible (``seed`` itself with
-        ``static_seed=True``). Prefetched rollouts are dropped. Returns ``seed + 1`` (``seed``
+        ``static_seed=True``). Batches collected before it and not yet yielded (prefetched
+        rollouts, requests in flight) are dropped: every later batch is seeded. Returns ``seed + 1`` (``seed``
         when static), a seed for another collector (TorchRL's chains its workers' seeds and
         returns the last one's next seed)."""
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -704,11 +716,12 @@ class CollectorDriver(BaseCollector):
         # a worker restarted meanwhile was seeded when it started (a seed of its own): not again
         self._call_all("set_seed", lambda i: (seed if static_seed else worker_seed(seed, i), static_seed), again=False)
         self._ahead = [False] * self.num_workers  # each worker dropped its prefetched rollout
+        self._drop_drained(range(self.num_workers))
         return seed if static_seed else seed + 1
 
     def reset(self, reset_idx=None) -> None:
-        """Reset the envs of every worker (or of the workers flagged in ``reset_idx``); their
-        prefetched rollouts are dropped."""
+        """Reset the envs of every worker (or of the workers flagged in ``reset_idx``); the
+        batches they collected before and that were not yielded yet are dropped."""
         self._check_open()
         if self._trajs is not None:  # trajs_per_batch: drop what is assembled, as TorchRL does
             self._trajs.flush()
@@ -716,6 +729,7 @@ class CollectorDriver(BaseCollector):
         self._call_all("reset", lambda i: (None,), among=ids)
         for i in ids:
             self._ahead[i] = False
+        self._drop_drained(ids)
 
     def state_dict(self) -> dict | list:
         """Each worker's state: ``{"worker0": ..., "worker1": ..., "frames": ..., "iter": ...}``,
@@ -727,7 +741,7 @@ class CollectorDriver(BaseCollector):
 
     def load_state_dict(self, state_dict) -> None:
         """Load what :meth:`state_dict` returned (a list: one state per worker, or one state for
-        all); prefetched rollouts are dropped."""
+        all); the batches collected before and not yielded yet are dropped."""
         self._check_open()
         if isinstance(state_dict, dict) and any(k.startswith("worker") for k in state_dict):
             states = {i: state_dict[f"worker{i}"] for i in range(self.num_workers) if f"worker{i}" in state_dict}
@@ -741,6 +755,7 @@ class CollectorDriver(BaseCollector):
         self._call_all("load_state_dict", lambda i: (states[i],), among=sorted(states))
         for i in states:
             self._ahead[i] = False
+        self._drop_drained(states)
 
     def get_distant_attr(self, attr: str) -> list:
         """Each worker's collector's attribute at path ``attr``, in worker order."""
