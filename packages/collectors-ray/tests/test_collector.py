@@ -183,8 +183,7 @@ def test_multicollector_backend_ray_async_with_envs_per_collector_prefetches_the
         # pushed after batch 1: batch 2 was already requested (as without prefetching) and batch 3
         # under way when the weights arrived; batch 4 is the first on them; versions stay exact
         assert seen == [(2.0, [0]), (2.0, [0]), (2.0, [0]), (5.0, [1])]
-        multi.set_seed(7)  # the rollout prefetched meanwhile predates the seed: dropped
-        next(it)  # requested before set_seed
+        multi.set_seed(7)  # the batch requested and the rollout prefetched predate the seed: dropped
         assert torch.equal(next(it)["observation"], seeded)
 
 
