@@ -421,38 +421,33 @@ def renamed(old: str, old_value, new: str, new_value, default, owner: str):
     return old_value
 
 
+def checked_flag(value, name: str, owner: str, hint: str = "") -> bool:
+    """A True/False argument ``name`` (``hint`` ends the error message).
+
+    Examples:
+        >>> checked_flag(True, "worker_tags", "MyCollector")
+        True
+        >>> checked_flag(None, "worker_tags", "MyCollector")
+        Traceback (most recent call last):
+        ...
+        TypeError: MyCollector: worker_tags must be True or False, got None
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: {name} must be True or False, got {value!r}{hint}")
+    return value
+
+
 def checked_track_policy_version(value, owner: str) -> bool:
     """``track_policy_version``: True or False (TorchRL also takes a ``PolicyVersion``
     transform; reap counts versions itself).
 
     Examples:
-        >>> checked_track_policy_version(True, "MyCollector")
-        True
         >>> checked_track_policy_version("uuid", "MyCollector")
         Traceback (most recent call last):
         ...
         TypeError: MyCollector: track_policy_version must be True or False, got 'uuid' (reap numbers versions 0, 1, ... itself: pass True)
     """
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}: track_policy_version must be True or False, got {value!r} "
-                        "(reap numbers versions 0, 1, ... itself: pass True)")
-    return value
-
-
-def checked_worker_tags(value, owner: str) -> bool:
-    """``worker_tags`` (reap's): True or False.
-
-    Examples:
-        >>> checked_worker_tags(None, "MyCollector")
-        Traceback (most recent call last):
-        ...
-        TypeError: MyCollector: worker_tags must be True (each batch keeps ("collector", "worker_id") and ("collector", "policy_version")) or False (TorchRL's keys only), got None
-    """
-    if not isinstance(value, bool):
-        raise TypeError(f'{owner}: worker_tags must be True (each batch keeps ("collector", "worker_id") and '
-                        f'("collector", "policy_version")) or False (TorchRL\'s keys only), got {value!r}')
-    return value
-
+    return checked_flag(value, "track_policy_version", owner, " (reap numbers versions 0, 1, ... itself: pass True)")
 
 def check_postproc_and_buffer(postproc, replay_buffer, owner: str) -> None:
     """``postproc`` must be callable and ``replay_buffer`` have ``extend()`` (each or ``None``)."""
@@ -498,8 +493,8 @@ __all__ = [
     "checked_exploration_type",
     "checked_failure_options",
     "checked_init_random_frames",
+    "checked_flag",
     "checked_track_policy_version",
-    "checked_worker_tags",
     "checked_seconds",
     "checked_total_frames",
     "checked_worker_ids",

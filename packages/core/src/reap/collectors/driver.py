@@ -50,9 +50,9 @@ from reap.collectors.arguments import (
     MAX_RESTARTS,
     START_TIMEOUT,
     WORKER_TIMEOUT,
+    checked_flag,
     checked_track_policy_version,
     checked_worker_ids,
-    checked_worker_tags,
 )
 from reap.collectors.base import BaseCollector, checked_hook, options_for_worker, paired_calls
 from reap.collectors.bookkeeping import LatestWeights, WorkerDeadlines, WorkerWeights
@@ -177,7 +177,7 @@ class CollectorDriver(BaseCollector):
         self._pre_collect_hook = checked_hook(pre_collect_hook, "pre_collect_hook")  # sent as workers start
         self._post_collect_hook = checked_hook(post_collect_hook, "post_collect_hook")
         self.track_policy_version = checked_track_policy_version(track_policy_version, type(self).__name__)
-        self.worker_tags = checked_worker_tags(worker_tags, type(self).__name__)
+        self.worker_tags = checked_flag(worker_tags, "worker_tags", type(self).__name__)
         #: the share of workers whose rollout ends a sync batch: the others are stopped then (1.0: never)
         self.preemptive_threshold = preemptive_threshold
         self.interruptor = Interruptor() if preemptive_threshold < 1.0 else None
