@@ -28,6 +28,7 @@ GOOD = {"frames_per_batch": 8}
         ({"env_device": "cuda"}, "env_device='cuda'"),
         ({"num_workers": 3}, "num_workers=3 but create_env_fn has 2"),
         ({"preemptive_threshold": 1.5}, "preemptive_threshold must be between 0.0 and 1.0"),
+        ({"worker_tags": "yes"}, "worker_tags must be True or False, got 'yes'"),
         ({"bogus_option": 1}, "unexpected keyword argument 'bogus_option'"),
     ],
 )
