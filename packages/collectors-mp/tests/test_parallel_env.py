@@ -1,11 +1,12 @@
 """ParallelEnv: sub-envs in worker processes behind reap's array API."""
 
 import functools
+import pickle
 
 import pytest
 import torch
 
-from reap import Collector, SerialEnv
+from reap import Collector, GymEnv, SerialEnv
 from reap_mp import ParallelEnv, WorkerError
 from reap_testing import (
     AgentsEnv,
@@ -104,7 +105,7 @@ def test_heterogeneous_sub_envs_step_on_tensordicts_as_in_serial_env():
     assert got[3]["next", "agents"][0][1]["obs"].tolist() == [2.0, 2.0, 2.0]  # sub-env 0 reset at step 2
     assert rollout["next", "agents"][1, 2][0]["obs"].tolist() == [3.0, 3.0]
     with pytest.raises(RuntimeError, match="ParallelEnv: the env is closed"):
-        env.reset()
+        env.rand_step()
 
 
 def test_public_attributes_and_methods_are_asked_of_the_workers():
@@ -122,6 +123,79 @@ def test_public_attributes_and_methods_are_asked_of_the_workers():
         assert env.scaled_count() == [2.0, 4.0]  # the workers live on after an error
     with pytest.raises(AttributeError, match=r"no attribute 'limit' \(the env is closed"):
         _ = env.limit
+
+
+def test_attribute_chains_read_on_in_the_workers():
+    # TorchRL's env.nested.value / env.nested.get_value(): each link is asked of every worker
+    with ParallelEnv(2, CountingEnv, create_env_kwargs=[{"limit": 2.0}, {"limit": 3.5}], mp_start_method=FAST) as env:
+        assert env.limit.real == [2.0, 3.5]
+        assert env.limit.is_integer() == [True, False]  # called in each worker
+        with pytest.raises(AttributeError, match="no attribute 'limit.nothing', nor have its sub-envs"):
+            _ = env.limit.nothing
+        assert pickle.loads(pickle.dumps(env.limit)) == [2.0, 3.5]
+    with ParallelEnv(2, functools.partial(GymEnv, "CartPole-v1"), mp_start_method=FAST) as env:
+        # GymEnv.lib is the gymnasium module, which does not pickle: it stays in the workers,
+        # and what is read through it comes back
+        assert [type(v).__name__ for v in env.lib] == ["NotSent", "NotSent"]
+        assert "module in a ParallelEnv worker" in repr(env.lib[0])
+        assert [spec.id for spec in env.lib.spec("CartPole-v1")] == ["CartPole-v1", "CartPole-v1"]
+
+
+def test_closed_env_starts_again_at_reset():
+    # TorchRL's: close() stops the workers, reset() starts new ones; stepping a closed env is refused
+    env = ParallelEnv(2, env_fn(), mp_start_method=FAST)
+    first = env.worker_pids
+    env.close()
+    assert env.is_closed and not any(pid_alive(pid) for pid in first)
+    with pytest.raises(RuntimeError, match="ParallelEnv: the env is closed"):
+        env.rand_step()
+    try:
+        assert env.reset()["observation"].shape == (2, 2) and not env.is_closed
+        assert set(env.worker_pids).isdisjoint(first)
+        assert env.rollout(3)["next", "observation"].shape == (2, 3, 2)
+        second = env.worker_pids
+        env.close()
+        env.start()  # TorchRL's start(): the same, without the reset
+        assert not env.is_closed and set(env.worker_pids).isdisjoint(first + second)
+        env.start()  # running: nothing happens
+        third = env.worker_pids
+        assert env.rand_step()["next", "observation"].shape == (2, 2)
+    finally:
+        env.close()
+    assert not any(pid_alive(pid) for pid in first + second + third)
+
+
+@pytest.mark.parametrize("cls", ["serial", "parallel"])
+def test_update_kwargs_rebuilds_the_sub_envs(cls):
+    # TorchRL's update_kwargs: a dict updates every worker's kwargs, a list each one's
+    make = SerialEnv if cls == "serial" else functools.partial(ParallelEnv, mp_start_method=FAST)
+    env = make(2, CountingEnv, create_env_kwargs=[{"limit": 2.0}, {"limit": 3.0}])
+    try:
+        env.update_kwargs({"limit": 4.0})
+        assert env.limit == [4.0, 4.0]
+        env.update_kwargs([{"limit": 1.0}, {}])
+        assert env.limit == [1.0, 4.0]  # updated, not replaced
+        td = env.rollout(2, lambda td: td.set("action", torch.ones(2, 1)), break_when_any_done=False)
+        assert td["next", "done"][:, :, 0].tolist() == [[True, True], [False, False]]
+        for error in (RuntimeError, ValueError):  # TorchRL raises a RuntimeError, reap's names the fix too
+            with pytest.raises(error, match=r"len\(kwargs\) and num_workers mismatch: kwargs has 1 dicts but "
+                                            r"num_workers=2; pass one, or exactly num_workers of them"):
+                env.update_kwargs([{"limit": 1.0}])
+        assert env.limit == [1.0, 4.0]
+    finally:
+        env.close()
+
+
+def test_num_threads_is_this_process_s_while_the_workers_run():
+    before = torch.get_num_threads()
+    env = ParallelEnv(2, env_fn(), num_threads=before + 3, mp_start_method=FAST)
+    try:
+        assert torch.get_num_threads() == before + 3
+    finally:
+        env.close()
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="ParallelEnv: num_threads must be a positive int or None, got 0"):
+        ParallelEnv(2, env_fn(), num_threads=0)
 
 
 def test_sub_envs_of_different_layouts_are_refused():

@@ -90,11 +90,32 @@ def test_serial_env_batches_and_resets_each_sub_env():
     assert td["next", "observation"][1].flatten().tolist() == [1, 2, 3, 1, 2, 3]
 
 
+def test_serial_env_forwards_attribute_chains_and_starts_again_at_reset():
+    env = SerialEnv(2, [lambda: CountingEnv(limit=2.0), lambda: CountingEnv(limit=3.5)])
+    assert env.limit.real == [2.0, 3.5] and env.limit.is_integer() == [True, False]
+    with pytest.raises(AttributeError, match="no attribute 'limit.nothing', nor have its sub-envs"):
+        _ = env.limit.nothing
+    first = env.envs
+    env.close()
+    assert env.is_closed and all(sub.is_closed for sub in first)
+    td = env.reset()  # TorchRL's: a closed batched env starts again at reset, with new sub-envs
+    assert not env.is_closed and td["observation"].shape == (2, 1)
+    assert not any(new is old for new, old in zip(env.envs, first))
+    second = env.envs
+    env.start()  # running: TorchRL's start() does nothing
+    assert env.envs is second
+    env.close()
+    env.start()
+    assert not env.is_closed and env.envs is not second
+
+
 def test_serial_env_rejects_mismatched_envs():
     with pytest.raises(ValueError, match="same batch size and keys"):
         SerialEnv(2, [lambda: GymEnv("CartPole-v1"), lambda: GymEnv("Pendulum-v1")])
-    with pytest.raises(ValueError, match="num_workers"):
-        SerialEnv(3, [lambda: GymEnv("CartPole-v1")] * 2)
+    for error in (ValueError, RuntimeError):  # TorchRL raises a RuntimeError there
+        with pytest.raises(error, match=r"SerialEnv: len\(create_env_fn\) and num_workers mismatch: create_env_fn has 2 "
+                                        r"callables but num_workers=3"):
+            SerialEnv(3, [lambda: GymEnv("CartPole-v1")] * 2)
 
 
 def test_rand_action_is_in_spec():

@@ -21,6 +21,7 @@ Examples:
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Sequence
 
 import torch
@@ -30,14 +31,19 @@ from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
 from reap.envs.serial import (
     _ONLY,
     FULL_SPECS,
+    ForwardedValues,
     SerialEnv,
+    env_kwargs,
     forwarded_method,
     needs_tensordicts,
     no_attribute,
+    per_worker,
+    resolve,
     split_reset,
     split_step,
     stack_sub_envs,
     sub_env_layout,
+    updated_kwargs,
 )
 from reap_mp._procs import Payload, WorkerError, WorkerHandle, get_context, worker_session
 
@@ -89,14 +95,21 @@ def env_worker(idx, conn, payload):
                         root[key][0] = value
                 env._reset_into(root, 0, message[1])
                 conn.send(("k",) if shared else ("k", root))
-            elif command == "attr":  # TorchRL's attribute forwarding: (name, call, args, kwargs)
-                _, name, call, args, kwargs = message
+            elif command == "attr":  # TorchRL's attribute forwarding: (path, call, args, kwargs)
+                _, path, call, args, kwargs = message
                 try:
-                    value = getattr(env, name)
+                    value = resolve(env, path)
                     reply = ("ok", value(*args, **kwargs) if call else (callable(value), None if callable(value) else value))
-                    conn.send(reply)
                 except Exception as err:  # noqa: BLE001 - the caller's error, not the worker's
-                    conn.send(("err", err))
+                    reply = ("err", err)
+                try:
+                    pickle.dumps(reply)
+                except Exception as err:  # noqa: BLE001 - an attribute's value stays here; the rest, an error
+                    if reply[0] == "ok" and not call:
+                        reply = ("ok", (False, NotSent(type(value).__qualname__)))
+                    else:
+                        reply = ("err", RuntimeError(f"{reply[1]!r} does not pickle: {err}"))
+                conn.send(reply)
             elif command == "seed":
                 conn.send(("ok", env.set_seed(message[1], static_seed=message[2])))
             elif command == "close":
@@ -105,14 +118,25 @@ def env_worker(idx, conn, payload):
                 raise ValueError(f"unknown command {command!r}")
 
 
+class NotSent:
+    """Stands for a sub-env's attribute value that does not pickle: it stays in its worker,
+    where its own attributes are still asked (``env.holder.count``)."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} in a ParallelEnv worker (not picklable)>"
+
+
 def leaf_arrays(td, specs: dict) -> dict:
     """Numpy views of ``td``'s leaves, by the leaf keys of the array API (nested keys are tuples)."""
     return {key: td.get(key).numpy() for key in specs}
 
 
 #: TorchRL's ``ParallelEnv`` keywords that tune its own buffers and processes: they change nothing here.
-_TUNING = ("pin_memory", "share_individual_td", "memmap", "num_threads", "non_blocking", "use_buffers",
-           "metadata_from_workers", "consolidate", "daemon")
+_TUNING = ("pin_memory", "share_individual_td", "memmap", "non_blocking", "use_buffers", "metadata_from_workers",
+           "consolidate", "daemon")
 
 
 class ParallelEnv(EnvBase):
@@ -131,10 +155,16 @@ class ParallelEnv(EnvBase):
             ``storing_device``).
         serial_for_single: with ``num_workers=1``, build a ``SerialEnv`` instead (TorchRL's).
         shutdown_timeout: seconds a worker is given to exit at ``close()`` before it is killed.
+        num_threads: torch threads of this process while the workers run (set when they start,
+            the previous count put back at ``close()``). Defaults to None: left as it is, where
+            TorchRL takes one thread off per worker.
 
-    TorchRL's other keywords are taken: those tuning its buffers and processes (``num_threads``,
-    ``use_buffers``, ``pin_memory``, ``consolidate``, ...) change nothing here, and
-    ``policy_proof`` and ``allow_step_when_done`` are taken at their defaults only.
+    TorchRL's other keywords are taken: those tuning its buffers and processes (``use_buffers``,
+    ``pin_memory``, ``consolidate``, ...) change nothing here, and ``policy_proof`` and
+    ``allow_step_when_done`` are taken at their defaults only.
+
+    The workers start at construction; a closed ParallelEnv starts them again at its next
+    ``reset()``, and :meth:`update_kwargs` restarts them with new constructor arguments.
     """
 
     def __new__(cls, *args, serial_for_single: bool = False, **kwargs):
@@ -148,7 +178,8 @@ class ParallelEnv(EnvBase):
     def __init__(self, num_workers: int, create_env_fn: Callable | Sequence[Callable], *,
                  create_env_kwargs=None, shared_memory: bool = True, mp_start_method: str | None = None,
                  worker_timeout: float = 120.0, num_sub_threads: int = 1, device=None,
-                 serial_for_single: bool = False, shutdown_timeout: float | None = None, **kwargs):
+                 serial_for_single: bool = False, shutdown_timeout: float | None = None,
+                 num_threads: int | None = None, **kwargs):
         self._handles: list[WorkerHandle] = []
         self.is_closed = True
         unknown = sorted(set(kwargs) - set(_TUNING) - set(_ONLY))
@@ -167,48 +198,25 @@ class ParallelEnv(EnvBase):
         self._shutdown_timeout = shutdown_timeout
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"ParallelEnv: num_workers must be a positive int, got {num_workers!r}")
-        fns = list(create_env_fn) if isinstance(create_env_fn, (list, tuple)) else [create_env_fn] * num_workers
-        if len(fns) != num_workers:
-            raise ValueError(
-                f"ParallelEnv: create_env_fn has {len(fns)} callables but num_workers={num_workers}"
-            )
+        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                        or num_threads < 1):
+            raise ValueError(f"ParallelEnv: num_threads must be a positive int or None, got {num_threads!r}")
+        fns = per_worker(create_env_fn, num_workers, "create_env_fn", "ParallelEnv", "callables")
         for fn in fns:
             refuse_torchrl_env(fn, "ParallelEnv")
             if isinstance(fn, EnvBase) or not callable(fn):
                 raise TypeError(f"ParallelEnv: create_env_fn must be callables returning an env, got {fn!r}")
-        kwargs = (list(create_env_kwargs) if isinstance(create_env_kwargs, (list, tuple))
-                  else [create_env_kwargs or {}] * num_workers)
-        if len(kwargs) != num_workers:
-            raise ValueError(f"ParallelEnv: create_env_kwargs has {len(kwargs)} dicts but num_workers={num_workers}")
         if not isinstance(worker_timeout, (int, float)) or worker_timeout <= 0:
             raise ValueError(f"ParallelEnv: worker_timeout must be a positive number, got {worker_timeout!r}")
+        self._create_env_fn = fns
+        self._env_kwargs = env_kwargs(create_env_kwargs, num_workers, "ParallelEnv")
         self.shared_memory = bool(shared_memory)
         self.num_workers = num_workers
-        ctx = get_context(mp_start_method, "ParallelEnv")
-        self._forkserver = ForkserverUse() if ctx.get_start_method() == "forkserver" else None
-        self.is_closed = False
-        track(self)
-        try:
-            self._handles = [
-                WorkerHandle(ctx, i, env_worker, (Payload((fn, kw, num_sub_threads, self.shared_memory)),),
-                             label="ParallelEnv worker", timeout=worker_timeout)
-                for i, (fn, kw) in enumerate(zip(fns, kwargs))
-            ]
-            ready = [h.recv(timeout=max(worker_timeout, 60.0)) for h in self._handles]
-        except BaseException:
-            self.close()
-            raise
-        meta = ready[0][1]
-        for i, (_, other, _, _) in enumerate(ready[1:], start=1):
-            if other["layout"] != meta["layout"]:
-                self.close()
-                raise ValueError(f"ParallelEnv: every sub-env must have the same batch size and keys, with the same "
-                                 f"shapes and dtypes; sub-env {i}'s differ from sub-env 0's")
-        self._on_tensordicts, self._skipping = meta["on_tensordicts"], meta["skips_steps"]
-        self._w_root = [r[2] for r in ready]
-        self._w_next = [r[3] for r in ready]
-        self._w_root_np = [None if td is None else leaf_arrays(td, meta["root_specs"]) for td in self._w_root]
-        self._w_next_np = [None if td is None else leaf_arrays(td, meta["next_specs"]) for td in self._w_next]
+        self.num_threads = num_threads
+        self._num_sub_threads = num_sub_threads
+        self._worker_timeout = worker_timeout
+        self._ctx = get_context(mp_start_method, "ParallelEnv")
+        meta = self._start()
         super().__init__(batch_size=(num_workers, *meta["layout"][0]), device=meta["device"] if device is None else device)
         for name in FULL_SPECS:
             setattr(self, name, meta[name].expand(num_workers, *meta[name].shape))
@@ -227,6 +235,63 @@ class ParallelEnv(EnvBase):
         # the sub-envs do not write passthrough entries (e.g. a TensorDictPrimer's): the caller's
         # "next" arrays hold them already (the root's value, or what the policy wrote)
         self._sub_next_keys = tuple(k for k in meta["next_specs"] if k not in self._passthrough)
+
+    def _start(self) -> dict:
+        """Start the workers and return sub-env 0's description (again after :meth:`close` or
+        :meth:`update_kwargs`: every sub-env must keep the layout the env was built with)."""
+        ctx = self._ctx
+        self._forkserver = ForkserverUse() if ctx.get_start_method() == "forkserver" else None
+        self._closed_procs = False
+        self.is_closed = False
+        track(self)
+        if self.num_threads is not None:  # TorchRL's: this process's threads while the workers run
+            self._threads_before = torch.get_num_threads()
+            torch.set_num_threads(self.num_threads)
+        try:
+            payloads = [Payload((fn, kw, self._num_sub_threads, self.shared_memory))
+                        for fn, kw in zip(self._create_env_fn, self._env_kwargs)]
+            self._handles = [WorkerHandle(ctx, i, env_worker, (payload,), label="ParallelEnv worker",
+                                          timeout=self._worker_timeout) for i, payload in enumerate(payloads)]
+            ready = [h.recv(timeout=max(self._worker_timeout, 60.0)) for h in self._handles]
+        except BaseException:
+            self.close()
+            raise
+        meta = ready[0][1]
+        layout = self.__dict__.get("_layout", meta["layout"])
+        for i, (_, other, _, _) in enumerate(ready):
+            if other["layout"] != layout:
+                self.close()
+                first = "sub-env 0's" if layout is meta["layout"] else "those the env was built with"
+                raise ValueError(f"ParallelEnv: every sub-env must have the same batch size and keys, with the same "
+                                 f"shapes and dtypes; sub-env {i}'s differ from {first}")
+        self._layout = layout
+        self._on_tensordicts, self._skipping = meta["on_tensordicts"], meta["skips_steps"]
+        self._w_root = [r[2] for r in ready]
+        self._w_next = [r[3] for r in ready]
+        self._w_root_np = [None if td is None else leaf_arrays(td, meta["root_specs"]) for td in self._w_root]
+        self._w_next_np = [None if td is None else leaf_arrays(td, meta["next_specs"]) for td in self._w_next]
+        return meta
+
+    def update_kwargs(self, kwargs: dict | Sequence[dict]) -> None:
+        """Update the sub-envs' constructor keyword arguments (TorchRL's): a dict updates every
+        worker's, a list of ``num_workers`` dicts each one's. The workers are restarted with them
+        now (reap starts them at construction; TorchRL, which starts them at its first reset,
+        uses them there)."""
+        self._env_kwargs = updated_kwargs(self._env_kwargs, kwargs, "ParallelEnv")
+        if not self.is_closed:
+            self.close()
+            self._start()
+
+    def start(self) -> None:
+        """TorchRL's: start the sub-envs if they are not running. reap's start at construction, so
+        this only starts a closed env's workers again, as :meth:`reset` does."""
+        if self.is_closed:
+            self._start()
+
+    def reset(self, tensordict=None, **kwargs):
+        """:meth:`EnvBase.reset`; a closed ParallelEnv starts its workers again first (TorchRL's)."""
+        self.start()
+        return super().reset(tensordict, **kwargs)
 
     def root_specs(self):
         specs = super().root_specs()
@@ -251,22 +316,29 @@ class ParallelEnv(EnvBase):
 
     def __getattr__(self, name: str):
         """A public attribute the batched env lacks is its sub-envs', asked of the workers
-        (TorchRL's forwarding): a list of their values, or for a method a callable that runs it in
-        every worker and returns each one's result. Names starting with ``_`` are not forwarded."""
+        (TorchRL's forwarding): a list of their values (:class:`ForwardedValues`: ``env.nested.value``
+        reads on in the workers; a value that does not pickle comes as a :class:`NotSent`), or for
+        a method a callable that runs it in every worker and returns each one's result. Names
+        starting with ``_`` are not forwarded."""
         if name.startswith("_") or not self.__dict__.get("_handles"):
             raise no_attribute(self, name)
         if self.is_closed:
             raise no_attribute(self, name, " (the env is closed: its sub-envs are gone)")
-        is_method, _ = self._ask_workers(name, False, ids=[0])[0]
-        if is_method:
-            return forwarded_method(name, lambda *args, **kwargs: self._ask_workers(name, True, args, kwargs))
-        return [value for _, value in self._ask_workers(name, False)]
+        return self._forwarded((name,))
 
-    def _ask_workers(self, name: str, call: bool, args=(), kwargs=None, ids=None) -> list:
+    def _forwarded(self, path: tuple):
+        is_method, _ = self._ask_workers(path, False, ids=[0])[0]
+        if is_method:
+            return forwarded_method(path[-1], lambda *args, **kwargs: self._ask_workers(path, True, args, kwargs))
+        return ForwardedValues([value for _, value in self._ask_workers(path, False)], path, self._forwarded)
+
+    def _ask_workers(self, path: tuple, call: bool, args=(), kwargs=None, ids=None) -> list:
+        self._check_open()
         ids = range(self.num_workers) if ids is None else ids
         for i in ids:
-            self._send(i, ("attr", name, call, args, kwargs or {}))
+            self._send(i, ("attr", path, call, args, kwargs or {}))
         replies = self._gather(ids)
+        name = ".".join(path)
         for i, (status, value) in zip(ids, replies):
             if status == "err":
                 if isinstance(value, AttributeError):
@@ -392,6 +464,10 @@ class ParallelEnv(EnvBase):
                 handle.close(grace)
         if getattr(self, "_forkserver", None) is not None:
             self._forkserver.release()
+            self._forkserver = None
+        if getattr(self, "_threads_before", None) is not None:
+            torch.set_num_threads(self._threads_before)
+            self._threads_before = None
         self._w_root = self._w_next = self._w_root_np = self._w_next_np = []
         self.is_closed = True
 

@@ -20,21 +20,55 @@ from reap.specs.non_tensor import NonTensor
 from reap.specs.stacked import Stacked, StackedComposite
 
 
+class NumWorkersMismatch(ValueError, RuntimeError):
+    """A per-worker list whose length is not ``num_workers``: a ValueError, and the RuntimeError
+    TorchRL raises there, so code catching either keeps working."""
+
+
+def per_worker(value, num_workers: int, name: str, owner: str, what: str) -> list:
+    """``value`` once per worker: a list or tuple must have ``num_workers`` entries (``what``:
+    what they are, for the error), anything else repeats.
+
+    Examples:
+        >>> per_worker(None, 2, "create_env_kwargs", "SerialEnv", "dicts")
+        [None, None]
+        >>> per_worker([{}], 2, "create_env_kwargs", "SerialEnv", "dicts")
+        Traceback (most recent call last):
+        ...
+        reap.envs.serial.NumWorkersMismatch: SerialEnv: len(create_env_kwargs) and num_workers mismatch: create_env_kwargs has 1 dicts but num_workers=2; pass one, or exactly num_workers of them
+    """
+    if not isinstance(value, (list, tuple)):
+        return [value] * num_workers
+    if len(value) != num_workers:
+        raise NumWorkersMismatch(
+            f"{owner}: len({name}) and num_workers mismatch: {name} has {len(value)} {what} but "
+            f"num_workers={num_workers}; pass one, or exactly num_workers of them"
+        )
+    return list(value)
+
+
+def env_kwargs(create_env_kwargs, num_workers: int, owner: str) -> list[dict]:
+    """Each worker's own copy of its constructor's keyword arguments (:meth:`SerialEnv.update_kwargs`
+    changes them one by one)."""
+    return [dict(kw or {}) for kw in per_worker(create_env_kwargs, num_workers, "create_env_kwargs", owner, "dicts")]
+
+
+def updated_kwargs(current: list[dict], kwargs, owner: str) -> list[dict]:
+    """TorchRL's ``update_kwargs``: one dict updates every worker's keyword arguments, a list of
+    ``num_workers`` dicts each one's."""
+    if isinstance(kwargs, dict):
+        kwargs = [kwargs] * len(current)
+    new = per_worker(kwargs, len(current), "kwargs", owner, "dicts")
+    return [{**old, **dict(kw)} for old, kw in zip(current, new)]
+
+
 def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[EnvBase]:
     """Build ``num_workers`` envs from one callable or a list of callables (one per env)."""
     if not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
-    fns = create_env_fn if isinstance(create_env_fn, Sequence) else [create_env_fn] * num_workers
-    if len(fns) != num_workers:
-        raise ValueError(
-            f"create_env_fn has {len(fns)} callables but num_workers={num_workers}; pass one "
-            "callable or exactly num_workers of them"
-        )
-    kwargs_list = create_env_kwargs if isinstance(create_env_kwargs, Sequence) else [
-        create_env_kwargs or {}
-    ] * num_workers
+    fns = per_worker(create_env_fn, num_workers, "create_env_fn", "SerialEnv", "callables")
     envs = []
-    for fn, kwargs in zip(fns, kwargs_list):
+    for fn, kwargs in zip(fns, env_kwargs(create_env_kwargs, num_workers, "SerialEnv")):
         if not callable(fn):
             raise TypeError(f"create_env_fn must be callable (a function returning an env), got {fn!r}")
         refuse_torchrl_env(fn, "SerialEnv")
@@ -103,6 +137,43 @@ def forwarded_method(name: str, call_all: Callable[..., list]) -> Callable[..., 
     return call
 
 
+class ForwardedValues(list):
+    """The sub-envs' values of an attribute, in sub-env order; an attribute of it is asked of
+    every sub-env the same way, so chains read through (TorchRL's ``env.nested.value``, and
+    ``env.nested.get_value()`` runs in each sub-env).
+
+    ``ask(path)`` resolves an attribute path (a tuple of names) in every sub-env. A copy or a
+    pickle is a plain list.
+
+    Examples:
+        >>> values = ForwardedValues([1, 2], ("count",), lambda path: path)
+        >>> values, values.real
+        ([1, 2], ('count', 'real'))
+    """
+
+    def __init__(self, values, path: tuple, ask: Callable[[tuple], object]):
+        super().__init__(values)
+        self._path, self._ask = path, ask
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._ask((*self._path, name))
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+    def copy(self) -> list:
+        return list(self)
+
+
+def resolve(obj, path: tuple):
+    """``obj.a.b`` for ``path == ("a", "b")``."""
+    for name in path:
+        obj = getattr(obj, name)
+    return obj
+
+
 #: The specs a batch of sub-envs takes from its first sub-env, each expanded by the number of sub-envs.
 FULL_SPECS = ("full_observation_spec", "full_action_spec", "full_reward_spec", "full_done_spec", "full_state_spec")
 
@@ -137,14 +208,13 @@ class SerialEnv(EnvBase):
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError(f"SerialEnv: device={device!r} is not supported; reap's envs step on the CPU (move "
                              "batches with the collector's storing_device)")
-        self.envs = make_envs(num_workers, create_env_fn, create_env_kwargs)
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"SerialEnv: num_workers must be a positive int, got {num_workers!r}")
+        self._create_env_fn = per_worker(create_env_fn, num_workers, "create_env_fn", "SerialEnv", "callables")
+        self._env_kwargs = env_kwargs(create_env_kwargs, num_workers, "SerialEnv")
+        self.envs = []
+        self._start()
         first = self.envs[0]
-        for env in self.envs[1:]:
-            if sub_env_layout(env) != sub_env_layout(first):
-                raise ValueError(
-                    "SerialEnv: every sub-env must have the same batch size and keys, with the same "
-                    f"shapes and dtypes; {env!r} differs from {first!r}"
-                )
         batch = (num_workers, *first.batch_size)
         super().__init__(batch_size=batch, device=first.device if device is None else device)
         for name in FULL_SPECS:
@@ -156,6 +226,54 @@ class SerialEnv(EnvBase):
         self._views: dict[int, tuple[dict, list[dict]]] = {}
         #: heterogeneous (lazy-stacked) or non-tensor entries, which no array holds: step on TensorDicts
         self._on_tensordicts = needs_tensordicts(first) or first._skips_steps
+
+    def _start(self) -> None:
+        """Build the sub-envs (again after :meth:`close` or :meth:`update_kwargs`: they must have
+        the first ones' layout)."""
+        envs = make_envs(len(self._create_env_fn), self._create_env_fn, self._env_kwargs)
+        first = envs[0]
+        layout = self.__dict__.get("_layout", sub_env_layout(first))
+        for env in envs:
+            if sub_env_layout(env) != layout:
+                for built in envs:
+                    built.close()
+                raise ValueError(
+                    "SerialEnv: every sub-env must have the same batch size and keys, with the same "
+                    f"shapes and dtypes; {env!r} differs from {first!r}"
+                    + (" (the sub-envs it was built with)" if env is first else "")
+                )
+        self.envs, self._layout, self.is_closed = envs, layout, False
+
+    def update_kwargs(self, kwargs: dict | Sequence[dict]) -> None:
+        """Update the sub-envs' constructor keyword arguments (TorchRL's): a dict updates every
+        worker's, a list of ``num_workers`` dicts each one's. The sub-envs are rebuilt with them
+        now (reap builds them at construction; TorchRL, which builds them at its first reset,
+        uses them there).
+
+        Examples:
+            >>> from reap.envs import GymEnv, SerialEnv
+            >>> env = SerialEnv(2, GymEnv, create_env_kwargs={"env_name": "CartPole-v1"})
+            >>> env.update_kwargs([{}, {"env_name": "CartPole-v0"}])
+            >>> env.env_name
+            ['CartPole-v1', 'CartPole-v0']
+            >>> env.close()
+        """
+        self._env_kwargs = updated_kwargs(self._env_kwargs, kwargs, "SerialEnv")
+        if not self.is_closed:
+            for env in self.envs:
+                env.close()
+            self._start()
+
+    def start(self) -> None:
+        """TorchRL's: start the sub-envs if they are not running. reap's start at construction, so
+        this only builds a closed env's sub-envs again, as :meth:`reset` does."""
+        if self.is_closed:
+            self._start()
+
+    def reset(self, tensordict=None, **kwargs):
+        """:meth:`EnvBase.reset`; a closed SerialEnv builds its sub-envs again first (TorchRL's)."""
+        self.start()
+        return super().reset(tensordict, **kwargs)
 
     @property
     def _torchrl_style(self) -> bool:
@@ -238,18 +356,22 @@ class SerialEnv(EnvBase):
 
     def __getattr__(self, name: str):
         """A public attribute the batched env lacks is its sub-envs' (TorchRL's forwarding): a list
-        of their values, or for a method a callable returning each one's result (``env.limit``:
-        ``[2.0, 3.0]``). Names starting with ``_`` are not forwarded."""
+        of their values (:class:`ForwardedValues`: ``env.nested.value`` reads on), or for a method
+        a callable returning each one's result (``env.limit``: ``[2.0, 3.0]``). Names starting
+        with ``_`` are not forwarded."""
         envs = self.__dict__.get("envs")
-        if envs is None or name.startswith("_"):
+        if not envs or name.startswith("_"):
             raise no_attribute(self, name)
+        return self._forwarded((name,))
+
+    def _forwarded(self, path: tuple):
         try:
-            values = [getattr(env, name) for env in envs]
+            values = [resolve(env, path) for env in self.envs]
         except AttributeError:
-            raise no_attribute(self, name, ", nor have its sub-envs") from None
+            raise no_attribute(self, ".".join(path), ", nor have its sub-envs") from None
         if callable(values[0]):
-            return forwarded_method(name, lambda *args, **kwargs: [value(*args, **kwargs) for value in values])
-        return values
+            return forwarded_method(path[-1], lambda *args, **kwargs: [value(*args, **kwargs) for value in values])
+        return ForwardedValues(values, path, self._forwarded)
 
     def _set_seed(self, seed):
         self.set_seed(seed)
