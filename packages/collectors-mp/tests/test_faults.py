@@ -281,3 +281,28 @@ def test_pipe_errors_raised_in_the_worker_are_reported_not_taken_for_a_closed_pi
                                        constant_policy(), frames_per_batch=4, mp_start_method=FAST)
         collector.next()
     assert "FaultyEnv" in info.value.remote_traceback or "inject_fault" in info.value.remote_traceback
+
+
+IDLE = textwrap.dedent("""
+    from reap_mp import MultiSyncCollector
+    from reap_testing import constant_policy, env_fn
+    if __name__ == "__main__":
+        c = MultiSyncCollector([env_fn(step_sleep=0.5)], constant_policy(), frames_per_batch=8,
+                               mp_start_method="forkserver")
+        print("TIMEOUT", c.worker_timeout, flush=True)
+        try:
+            c.next()
+        finally:
+            c.shutdown()
+""")
+
+
+@pytest.mark.slow
+def test_torchrl_max_idle_count_sets_the_default_worker_timeout():
+    # TorchRL's MAX_IDLE_COUNT (seconds of waiting, read at import): a batch of 8 steps of 0.5 s
+    # takes longer than 2 s, so the collector gives up on its worker, naming the timeout
+    env = {**os.environ, "MAX_IDLE_COUNT": "2"}
+    out = subprocess.run([sys.executable, "-c", IDLE], capture_output=True, text=True, timeout=240, env=env)
+    assert "TIMEOUT 2.0" in out.stdout
+    assert out.returncode == 1
+    assert re.search(r"WorkerError: .*delivered no batch for \d+\.\d s \(worker_timeout=2 s\)", out.stderr), out.stderr

@@ -29,6 +29,7 @@ Examples:
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
 
@@ -359,10 +360,31 @@ def checked_cat_results(cat_results, owner: str, *, sync_name: str | None = None
     return cat_results
 
 
+def idle_seconds_from_env(environ=os.environ) -> float | None:
+    """TorchRL's ``MAX_IDLE_COUNT`` variable (idle polls of one second each, read at import), in
+    seconds; ``None`` when it is not set.
+
+    Examples:
+        >>> idle_seconds_from_env({"MAX_IDLE_COUNT": "30"}), idle_seconds_from_env({})
+        (30.0, None)
+        >>> idle_seconds_from_env({"MAX_IDLE_COUNT": "soon"})
+        Traceback (most recent call last):
+        ...
+        ValueError: MAX_IDLE_COUNT must be a positive whole number of seconds (TorchRL's idle polls, 1 s each), got 'soon'; unset it for reap's worker_timeout of 120 s
+    """
+    value = environ.get("MAX_IDLE_COUNT")
+    if value is None:
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"MAX_IDLE_COUNT must be a positive whole number of seconds (TorchRL's idle polls, 1 s "
+                         f"each), got {value!r}; unset it for reap's worker_timeout of 120 s")
+    return float(int(value))
+
+
 #: What every multi-worker backend takes, with the same defaults: seconds a worker that owes a
-#: batch (or an answer) may go without delivering one; seconds to start a worker; restarts per
-#: worker with ``on_worker_failure="restart"``.
-WORKER_TIMEOUT = 120.0
+#: batch (or an answer) may go without delivering one (TorchRL's ``MAX_IDLE_COUNT`` where it is
+#: set); seconds to start a worker; restarts per worker with ``on_worker_failure="restart"``.
+WORKER_TIMEOUT = idle_seconds_from_env() or 120.0
 START_TIMEOUT = 120.0
 MAX_RESTARTS = 3
 FAILURE_MODES = ("raise", "restart")
@@ -499,6 +521,7 @@ __all__ = [
     "checked_total_frames",
     "checked_worker_ids",
     "checked_worker_timeout",
+    "idle_seconds_from_env",
     "EnvCopy",
     "env_constructors",
     "frames_per_worker",
