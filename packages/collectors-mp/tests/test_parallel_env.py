@@ -11,6 +11,7 @@ from reap_mp import ParallelEnv, WorkerError
 from reap_testing import (
     AgentsEnv,
     CountingEnv,
+    GrowingEnv,
     UnequalAgentsEnv,
     constant_policy,
     env_fn,
@@ -123,6 +124,26 @@ def test_public_attributes_and_methods_are_asked_of_the_workers():
         assert env.scaled_count() == [2.0, 4.0]  # the workers live on after an error
     with pytest.raises(AttributeError, match=r"no attribute 'limit' \(the env is closed"):
         _ = env.limit
+
+
+@pytest.mark.parametrize("break_when_any_done", [True, False])
+def test_sub_envs_with_dynamic_dims_step_on_tensordicts_as_alone(break_when_any_done):
+    # an observation whose spec has a -1 dim grows step by step: no array holds it, so SerialEnv
+    # and ParallelEnv step such sub-envs on TensorDicts (they wrote into fixed arrays and failed)
+    alone = [GrowingEnv(n).rollout(8, return_contiguous=False, break_when_any_done=break_when_any_done)
+             for n in (2, 3)]
+    steps = min(r.shape[0] for r in alone)
+    for env in (SerialEnv(2, [functools.partial(GrowingEnv, 2), functools.partial(GrowingEnv, 3)]),
+                ParallelEnv(2, [functools.partial(GrowingEnv, 2), functools.partial(GrowingEnv, 3)], mp_start_method=FAST)):
+        with env:
+            rollout = env.rollout(8, return_contiguous=False, break_when_any_done=break_when_any_done)
+        assert rollout.shape[:2] == (2, steps if break_when_any_done else 8)
+        for i, single in enumerate(alone):
+            for t in range(steps):
+                for key in ("observation", ("next", "observation"), ("next", "done")):
+                    assert torch.equal(rollout[i, t][key], single[t][key])
+        # sub-env 1 grows to 4 rows, and starts again at 1 (2 after its first step) when reset
+        assert [rollout[1, t]["next", "observation"].shape[0] for t in range(steps)] == ([2, 3, 4] * 3)[:steps]
 
 
 def test_attribute_chains_read_on_in_the_workers():

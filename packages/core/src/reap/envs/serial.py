@@ -83,9 +83,9 @@ def sub_env_layout(env: EnvBase) -> tuple:
 
 
 def needs_tensordicts(env: EnvBase) -> bool:
-    """Whether ``env`` has an entry no step array can hold: a heterogeneous (lazy-stacked) one or a
-    non-tensor one (a string, say)."""
-    return any(isinstance(sub, (Stacked, StackedComposite, NonTensor))
+    """Whether ``env`` has an entry no step array can hold: a heterogeneous (lazy-stacked) one, a
+    non-tensor one (a string, say) or one with a dynamic (``-1``) dim."""
+    return any(isinstance(sub, (Stacked, StackedComposite, NonTensor)) or -1 in sub.shape
                for spec in (env.output_spec, env.input_spec) for _, sub in spec.items(True))
 
 
