@@ -9,7 +9,7 @@ from tensordict.nn import TensorDictModule
 
 import reap
 import reap.specs
-from reap import EnvBase
+from reap import Collector, EnvBase
 from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, Unbounded
 
 
@@ -114,7 +114,7 @@ def test_setters_follow_torchrl_rules():
      r"The value of spec.shape \(torch.Size\(\[1\]\)\) must match the env batch size \(torch.Size\(\[2\]\)\). "
      r"Please use `env.action_spec_unbatched = value` to set unbatched versions instead."),
     ("reward_spec", Unbounded(shape=()), ValueError, r"Please use `env.reward_spec_unbatched = value`"),
-    ("done_spec", Binary(shape=(2, 1)), ValueError,
+    ("done_spec", Binary(shape=(2, 2), dtype=torch.bool), ValueError,
      r"done_spec: the 'done' flag must be a torch.bool spec of shape \(2, 1\)"),
     ("state_spec", Unbounded(shape=(2, 1)), TypeError, "The type of an state_spec must be Composite."),
     ("observation_spec", {"observation": 1}, TypeError, "observation_spec must be a reap spec, got dict"),
@@ -210,13 +210,47 @@ def test_specs_set_before_super_init_errors():
                                            r"device=...\) \(EnvBase's\)"):
         NoInit()
 
-    class FloatDone(EnvBase):  # reap's rule (top-level done flags are bool), checked once built
-        def __init__(self):
-            self.done_spec = Composite(done=Unbounded((1,)))
-            super().__init__()
 
-    with pytest.raises(ValueError, match=r"done_spec: the 'done' flag must be a torch.bool spec of shape \(1,\)"):
-        FloatDone()
+
+class FloatDone(EnvBase):
+    """TorchRL's EnvThatErrorsAfter10Iters's specs: float done flags, written as 0.0 / 1.0."""
+
+    def __init__(self):
+        self.action_spec = Composite(action=Unbounded((1,)))
+        self.done_spec = Composite(done=Unbounded((1,)))
+        self.observation_spec = Composite(observation=Unbounded((1,)))
+        super().__init__()
+        self.t = 0
+
+    def _reset(self, tensordict, **kwargs):
+        self.t = 0
+        return self.full_observation_spec.zero().update(self.full_done_spec.zero())
+
+    def _step(self, tensordict):
+        self.t += 1
+        return TensorDict(observation=torch.full((1,), float(self.t)), reward=torch.zeros(1),
+                          done=torch.full((1,), float(self.t % 3 == 0)))
+
+    def _set_seed(self, seed):
+        pass
+
+
+def test_float_done_flags_are_kept_as_bools_with_a_warning():
+    # TorchRL takes done flags of any dtype; reap's batches hold bools there, and says so
+    with pytest.warns(UserWarning, match=r"FloatDone: done flags \{'done': torch.float32, 'terminated': "
+                                         r"torch.float32\} are not torch.bool; reap keeps them as torch.bool \(a "
+                                         r"nonzero value is True\)"):
+        env = FloatDone()
+    assert all(spec.dtype == torch.bool and spec.shape == (1,) for spec in env.full_done_spec.values())
+    rollout = env.rollout(7, break_when_any_done=False)
+    assert rollout["next", "done"].dtype == torch.bool
+    assert rollout["next", "done"].flatten().tolist() == [False, False, True, False, False, True, False]
+    with pytest.warns(UserWarning, match="FloatDone: done flags"):
+        collector = Collector(FloatDone, frames_per_batch=6, total_frames=6)
+    batch = next(iter(collector))
+    collector.shutdown()
+    assert batch["next", "terminated"].flatten().tolist() == [False, False, True, False, False, True]
+    assert batch["collector", "traj_ids"].tolist() == [0, 0, 0, 1, 1, 1]
 
 
 class _Silent(EnvBase):

@@ -16,6 +16,8 @@ collectors read, are ``torch.bool`` of shape ``(*batch_size, 1)``.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from reap.envs.done import complete_done_spec, default_done_spec, repr_by_depth
@@ -369,11 +371,21 @@ class EnvSpecs:
         if not self.__dict__.get("_specs_initialized"):
             return  # set before super().__init__(), which gives the batch size: checked after construction
         shape = (*self.batch_size, 1)
+        cast = {}
         for key in FLAG_KEYS:
             flag = spec.get(key)
-            if flag is not None and not isinstance(flag, Composite) and (flag.shape != shape or flag.dtype != torch.bool):
+            if flag is None or isinstance(flag, Composite):
+                continue
+            if flag.shape != shape:
                 raise ValueError(f"done_spec: the {key!r} flag must be a torch.bool spec of shape {shape} (the env's "
                                  f"batch_size and 1), got {flag!r}")
+            if flag.dtype != torch.bool:  # TorchRL takes any dtype; reap's collectors read bools
+                cast[key] = flag.dtype
+                spec[key] = default_done_spec(self.batch_size, flag.device)
+        if cast:
+            warnings.warn(f"{type(self).__name__}: done flags {cast} are not torch.bool; reap keeps them as torch.bool "
+                          "(a nonzero value is True), so batches hold bools there. Declare them with dtype=torch.bool "
+                          "to silence this.", UserWarning, stacklevel=4)
 
     @property
     def done_keys(self) -> list:
