@@ -203,8 +203,16 @@ def test_update_kwargs_rebuilds_the_sub_envs(cls):
                                             r"num_workers=2; pass one, or exactly num_workers of them"):
                 env.update_kwargs([{"limit": 1.0}])
         assert env.limit == [1.0, 4.0]
+        name = "SerialEnv" if cls == "serial" else "ParallelEnv"
+        with pytest.raises(TypeError, match=f"{name}: kwargs must be a dict or a list of num_workers dicts, got 5"):
+            env.update_kwargs(5)
+        with pytest.raises(TypeError, match=rf"{name}: kwargs must be a dict .*, got \('limit', 1.0\)"):
+            env.update_kwargs([("limit", 1.0), {}])
+        assert env.limit == [1.0, 4.0]
     finally:
         env.close()
+    with pytest.raises(TypeError, match="create_env_kwargs must be a dict or a list of num_workers dicts, got 2.0"):
+        make(2, CountingEnv, create_env_kwargs=2.0)
 
 
 def test_num_threads_is_this_process_s_while_the_workers_run():

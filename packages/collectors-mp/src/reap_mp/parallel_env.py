@@ -103,13 +103,12 @@ def env_worker(idx, conn, payload):
                 except Exception as err:  # noqa: BLE001 - the caller's error, not the worker's
                     reply = ("err", err)
                 try:
-                    pickle.dumps(reply)
-                except Exception as err:  # noqa: BLE001 - an attribute's value stays here; the rest, an error
-                    if reply[0] == "ok" and not call:
-                        reply = ("ok", (False, NotSent(type(value).__qualname__)))
+                    conn.send(reply)  # pickled before anything is written: a failure sends nothing
+                except (pickle.PicklingError, TypeError, AttributeError) as err:  # what does not pickle
+                    if reply[0] == "ok" and not call:  # an attribute's value stays here
+                        conn.send(("ok", (False, NotSent(type(value).__qualname__))))
                     else:
-                        reply = ("err", RuntimeError(f"{reply[1]!r} does not pickle: {err}"))
-                conn.send(reply)
+                        conn.send(("err", RuntimeError(f"{reply[1]!r} does not pickle: {err}")))
             elif command == "seed":
                 conn.send(("ok", env.set_seed(message[1], static_seed=message[2])))
             elif command == "close":
@@ -257,11 +256,12 @@ class ParallelEnv(EnvBase):
             self.close()
             raise
         meta = ready[0][1]
-        layout = self.__dict__.get("_layout", meta["layout"])
+        rebuilt = "_layout" in self.__dict__
+        layout = self._layout if rebuilt else meta["layout"]
         for i, (_, other, _, _) in enumerate(ready):
             if other["layout"] != layout:
                 self.close()
-                first = "sub-env 0's" if layout is meta["layout"] else "those the env was built with"
+                first = "those the env was built with" if rebuilt else "sub-env 0's"
                 raise ValueError(f"ParallelEnv: every sub-env must have the same batch size and keys, with the same "
                                  f"shapes and dtypes; sub-env {i}'s differ from {first}")
         self._layout = layout
@@ -327,10 +327,10 @@ class ParallelEnv(EnvBase):
         return self._forwarded((name,))
 
     def _forwarded(self, path: tuple):
-        is_method, _ = self._ask_workers(path, False, ids=[0])[0]
-        if is_method:
+        answers = self._ask_workers(path, False)  # (is a method, the value if not) from every worker
+        if answers[0][0]:
             return forwarded_method(path[-1], lambda *args, **kwargs: self._ask_workers(path, True, args, kwargs))
-        return ForwardedValues([value for _, value in self._ask_workers(path, False)], path, self._forwarded)
+        return ForwardedValues([value for _, value in answers], path, self._forwarded)
 
     def _ask_workers(self, path: tuple, call: bool, args=(), kwargs=None, ids=None) -> list:
         self._check_open()

@@ -471,6 +471,7 @@ def checked_track_policy_version(value, owner: str) -> bool:
     """
     return checked_flag(value, "track_policy_version", owner, " (reap numbers versions 0, 1, ... itself: pass True)")
 
+
 def check_postproc_and_buffer(postproc, replay_buffer, owner: str) -> None:
     """``postproc`` must be callable and ``replay_buffer`` have ``extend()`` (each or ``None``)."""
     if postproc is not None and not callable(postproc):

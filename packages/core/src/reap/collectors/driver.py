@@ -22,9 +22,9 @@ while that rollout runs reach the rollout after it, and a batch's ``("collector"
 "policy_version")`` (with ``worker_tags=True``; ``"policy_version"`` with TorchRL's
 ``track_policy_version=True``) always names the weights it was collected with.
 ``max_weight_update_interval=k`` (fresh weights for a worker that delivered more than ``k``
-batches on its own) counts the prefetched rollout. ``update_after_each_batch=True`` and ``max_weight_update_interval=0`` switch
-prefetching off, as do the last requests of an iteration (no rollout starts that no request would
-fetch). ``set_seed``, ``reset`` and ``load_state_dict`` drop prefetched rollouts and the
+batches on its own) counts the prefetched rollout. ``update_after_each_batch=True`` and
+``max_weight_update_interval=0`` switch prefetching off, as do the last requests of an iteration
+(no rollout starts that no request would fetch). ``set_seed``, ``reset`` and ``load_state_dict`` drop prefetched rollouts and the
 answers of requests in flight (they predate the change; an async worker is asked again);
 ``pause()`` waits for them, so inside it no worker collects.
 

@@ -72,7 +72,7 @@ def complete_done(done_spec: Composite, data: TensorDictBase) -> TensorDictBase:
         leaves += 1
         if value is not None:
             shape = (*lead, *item.shape)
-            if value.dtype is not torch.bool and item.dtype is torch.bool:  # a float flag (EnvBase._check_top_flags)
+            if value.dtype is not torch.bool and item.dtype is torch.bool:  # a float flag (EnvSpecs._settle_top_flags)
                 value = value != 0
                 data.set(key, value)
             if value.shape != shape:

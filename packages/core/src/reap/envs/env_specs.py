@@ -363,11 +363,15 @@ class EnvSpecs:
                                "instead, for instance with a singleton dimension at the tail).")
         value = value.clone()
         complete_done_spec(value)
-        self._check_top_flags(value)
+        self._settle_top_flags(value)
         self._set("_output_spec", "full_done_spec", value)
 
-    def _check_top_flags(self, spec: Composite) -> None:
-        """reap's rule: the top-level done flags are bool, ``(*batch_size, 1)`` (the collectors read them)."""
+    def _settle_top_flags(self, spec: Composite) -> None:
+        """reap's rule: the top-level done flags are bool, ``(*batch_size, 1)`` (the collectors read them).
+
+        A flag of the right shape and another dtype (TorchRL takes any) is replaced, in ``spec``,
+        by a bool one, with a warning; :func:`~reap.envs.done.complete_done` casts its values.
+        Another shape is a ValueError."""
         if not self.__dict__.get("_specs_initialized"):
             return  # set before super().__init__(), which gives the batch size: checked after construction
         shape = (*self.batch_size, 1)
@@ -473,7 +477,7 @@ class EnvSpecs:
             complete_done_spec(done)
             if set(done.keys(True, True)) != keys:
                 self.__dict__["_keys_cache"] = {}
-            self._check_top_flags(done)
+            self._settle_top_flags(done)
 
     def _check_key_collisions(self) -> None:
         """TorchRL's post-construction check: an output key in two specs, or an input key in two."""

@@ -47,32 +47,36 @@ def per_worker(value, num_workers: int, name: str, owner: str, what: str) -> lis
     return list(value)
 
 
+def _kwargs_dicts(values: list, name: str, owner: str) -> list[dict]:
+    """Each of ``values`` (a dict, or None for none) as a dict of its own; else a TypeError."""
+    for value in values:
+        if value is not None and not isinstance(value, dict):
+            raise TypeError(f"{owner}: {name} must be a dict or a list of num_workers dicts, got {value!r}")
+    return [dict(value or {}) for value in values]
+
+
 def env_kwargs(create_env_kwargs, num_workers: int, owner: str) -> list[dict]:
     """Each worker's own copy of its constructor's keyword arguments (:meth:`SerialEnv.update_kwargs`
     changes them one by one)."""
-    return [dict(kw or {}) for kw in per_worker(create_env_kwargs, num_workers, "create_env_kwargs", owner, "dicts")]
+    values = per_worker(create_env_kwargs, num_workers, "create_env_kwargs", owner, "dicts")
+    return _kwargs_dicts(values, "create_env_kwargs", owner)
 
 
 def updated_kwargs(current: list[dict], kwargs, owner: str) -> list[dict]:
     """TorchRL's ``update_kwargs``: one dict updates every worker's keyword arguments, a list of
     ``num_workers`` dicts each one's."""
-    if isinstance(kwargs, dict):
-        kwargs = [kwargs] * len(current)
-    new = per_worker(kwargs, len(current), "kwargs", owner, "dicts")
-    return [{**old, **dict(kw)} for old, kw in zip(current, new)]
+    new = _kwargs_dicts(per_worker(kwargs, len(current), "kwargs", owner, "dicts"), "kwargs", owner)
+    return [{**old, **kw} for old, kw in zip(current, new)]
 
 
-def make_envs(num_workers: int, create_env_fn, create_env_kwargs=None) -> list[EnvBase]:
-    """Build ``num_workers`` envs from one callable or a list of callables (one per env)."""
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
-    fns = per_worker(create_env_fn, num_workers, "create_env_fn", "SerialEnv", "callables")
+def make_envs(fns: list, kwargs: list[dict]) -> list[EnvBase]:
+    """Build one env per constructor in ``fns``, each with its keyword arguments."""
     envs = []
-    for fn, kwargs in zip(fns, env_kwargs(create_env_kwargs, num_workers, "SerialEnv")):
+    for fn, kw in zip(fns, kwargs):
         if not callable(fn):
             raise TypeError(f"create_env_fn must be callable (a function returning an env), got {fn!r}")
         refuse_torchrl_env(fn, "SerialEnv")
-        envs.append(checked_env(fn(**kwargs), "SerialEnv"))
+        envs.append(checked_env(fn(**kw), "SerialEnv"))
     return envs
 
 
@@ -163,9 +167,6 @@ class ForwardedValues(list):
     def __reduce__(self):
         return list, (list(self),)
 
-    def copy(self) -> list:
-        return list(self)
-
 
 def resolve(obj, path: tuple):
     """``obj.a.b`` for ``path == ("a", "b")``."""
@@ -212,7 +213,6 @@ class SerialEnv(EnvBase):
             raise ValueError(f"SerialEnv: num_workers must be a positive int, got {num_workers!r}")
         self._create_env_fn = per_worker(create_env_fn, num_workers, "create_env_fn", "SerialEnv", "callables")
         self._env_kwargs = env_kwargs(create_env_kwargs, num_workers, "SerialEnv")
-        self.envs = []
         self._start()
         first = self.envs[0]
         batch = (num_workers, *first.batch_size)
@@ -230,17 +230,17 @@ class SerialEnv(EnvBase):
     def _start(self) -> None:
         """Build the sub-envs (again after :meth:`close` or :meth:`update_kwargs`: they must have
         the first ones' layout)."""
-        envs = make_envs(len(self._create_env_fn), self._create_env_fn, self._env_kwargs)
-        first = envs[0]
-        layout = self.__dict__.get("_layout", sub_env_layout(first))
+        envs = make_envs(self._create_env_fn, self._env_kwargs)
+        rebuilt = "_layout" in self.__dict__
+        layout = self._layout if rebuilt else sub_env_layout(envs[0])
         for env in envs:
             if sub_env_layout(env) != layout:
                 for built in envs:
                     built.close()
                 raise ValueError(
                     "SerialEnv: every sub-env must have the same batch size and keys, with the same "
-                    f"shapes and dtypes; {env!r} differs from {first!r}"
-                    + (" (the sub-envs it was built with)" if env is first else "")
+                    f"shapes and dtypes; {env!r} differs from "
+                    + ("the sub-envs it was built with" if rebuilt else repr(envs[0]))
                 )
         self.envs, self._layout, self.is_closed = envs, layout, False
 
