@@ -27,11 +27,10 @@ EXPECTED = {
                        [False, False, True, True, True]],
     ("next", "terminated"): [[False, True, True, True, True], [False, False, False, False, True],
                              [False, False, True, True, True]],
-    ("next", "truncated"): [[False] * 5] * 3,
     "done": [[False] * 5] * 3,
 }
-EXPECTED_KEYS = {"observation", "action", "done", "terminated", "truncated", ("next", "observation"),
-                 ("next", "reward"), ("next", "done"), ("next", "terminated"), ("next", "truncated")}
+EXPECTED_KEYS = {"observation", "action", "done", "terminated", ("next", "observation"), ("next", "reward"),
+                 ("next", "done"), ("next", "terminated")}  # no truncated: CountingEnv has none, as TorchRL's
 
 
 class StepCountingEnv(CountingEnv):
@@ -91,7 +90,9 @@ def test_max_steps_and_set_truncated():
     env = counting_envs()
     td = env.rollout(2, actions=ACTIONS, break_when_all_done=True)
     assert values(td, ("next", "observation")) == [row[:2] for row in EXPECTED["next", "observation"]]
-    td = env.rollout(10, actions=ACTIONS, break_when_all_done=True, set_truncated=True)
+    with pytest.raises(RuntimeError, match="set_truncated was set to True but no truncated key could be found"):
+        env.rollout(10, actions=ACTIONS, break_when_all_done=True, set_truncated=True)
+    td = env.add_truncated_keys().rollout(10, actions=ACTIONS, break_when_all_done=True, set_truncated=True)
     # TorchRL marks the last step of every env truncated, a done env's too
     assert values(td, ("next", "truncated")) == [[False] * 4 + [True]] * 3
     assert values(td, ("next", "done")) == [[False, True, True, True, True], [False] * 4 + [True],

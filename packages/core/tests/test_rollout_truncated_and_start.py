@@ -26,7 +26,7 @@ def values(td, key):
 
 
 def test_set_truncated_marks_the_last_step_of_every_env_when_the_rollout_breaks_early():
-    td = counting_envs().rollout(10, actions=ACTIONS, set_truncated=True)
+    td = counting_envs().add_truncated_keys().rollout(10, actions=ACTIONS, set_truncated=True)
     # TorchRL: the first env is done after 2 steps; the rollout stops there and the last step is
     # truncated (and done) for all three envs, the terminated env included
     assert values(td, ("next", "observation")) == [[0.5, 1.5]] * 3
@@ -38,7 +38,7 @@ def test_set_truncated_marks_the_last_step_of_every_env_when_the_rollout_breaks_
 
 @pytest.mark.parametrize("kwargs", [{}, {"break_when_any_done": False}, {"break_when_all_done": True}])
 def test_set_truncated_leaves_earlier_steps_alone(kwargs):
-    td = counting_envs().rollout(4, actions=ACTIONS, set_truncated=True, **kwargs)
+    td = counting_envs().add_truncated_keys().rollout(4, actions=ACTIONS, set_truncated=True, **kwargs)
     truncated = td["next", "truncated"].squeeze(-1)
     assert truncated[:, -1].all() and td["next", "done"][:, -1].all()
     assert not truncated[:, :-1].any()

@@ -92,10 +92,13 @@ def test_noop_reset_steps_after_each_reset():
     torch.manual_seed(0)
     expected = sum(CountingEnv().action_spec.rand().item() for _ in range(3))
     assert first == pytest.approx(expected)
-    with pytest.raises(ValueError, match="works on a single env.*SerialEnv"):
+    with pytest.raises(ValueError, match=r"The parent environment batch-size is non-null: \(2,\); it works on a single "
+                                         r"env.*SerialEnv"):
         TransformedEnv(SerialEnv(2, CountingEnv), NoopResetEnv())
     inside = SerialEnv(2, lambda: TransformedEnv(CountingEnv(limit=100.0), NoopResetEnv(2, random=False)))
     assert (inside.reset()["observation"] > 0).all()
+    none = TransformedEnv(CountingEnv(limit=100.0), NoopResetEnv(0, random=False))  # TorchRL's: no steps
+    assert none.reset()["observation"].item() == 0.0
 
 
 def test_multistep_postproc_in_a_collector():
@@ -128,7 +131,8 @@ def test_env_creator_builds_envs_and_reads_specs():
     (lambda: CatFrames(2, -1, padding="reflect"), ValueError, "padding must be one of"),
     (lambda: UnsqueezeTransform(1), RuntimeError, "dim should be smaller than 0"),
     (lambda: FrameSkipTransform(0), ValueError, "frame_skip should have a value greater or equal to one"),
-    (lambda: NoopResetEnv(0), ValueError, "noops must be a positive int"),
+    (lambda: NoopResetEnv(0), ValueError, "noops must be an int of at least 1 with random=True, got 0"),
+    (lambda: NoopResetEnv(-1, random=False), ValueError, "noops must be an int of at least 0 with random=False"),
     (lambda: MultiStep(0.9, 0), ValueError, "n_steps must be a positive int"),
     (lambda: MultiStep(1.5, 2), ValueError, "gamma must be in"),
     (lambda: RenameTransform(["a", "b"], ["c"]), ValueError, r"number of in_keys \(2\) should match .* \(1\)"),
@@ -209,7 +213,7 @@ def test_remove_empty_specs_drops_empty_entries_from_specs_and_outputs():
     assert list(env.full_reward_spec.keys(True)) == ["reward"]
     check_env_specs(env)
     td = env.rollout(3)
-    assert sorted(td["next"].keys()) == ["done", "observation", "reward", "terminated", "truncated"]
+    assert sorted(td["next"].keys()) == ["done", "observation", "reward", "terminated"]  # the done spec's flags
     assert "other" not in td.keys()
 
 

@@ -37,7 +37,7 @@ MODULES = {
     "AsyncCollector": ("reap.collectors",),
     "aSyncDataCollector": ("reap.collectors",),
     "MultiProcessedWeightUpdater": ("reap.collectors",),
-    "ParallelEnv": ("reap.envs",),
+    "ParallelEnv": ("reap.envs", "reap.envs.batched_envs"),
     "SharedMemWeightSyncScheme": ("reap.weight_update",),
     "PipeWeightSyncScheme": ("reap.weight_update",),
     "MultiProcessWeightSyncScheme": ("reap.weight_update",),

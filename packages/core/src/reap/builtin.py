@@ -60,6 +60,8 @@ MODULES = {
     "reap.data": (*_SPECS, *_SPEC_CLASSES, "DensifyReward", "MultiStep"),
     "reap.data.tensor_specs": (*_SPECS, *_SPEC_CLASSES, *_SPEC_BOXES),
     "reap.data.postprocs": ("DensifyReward", "MultiStep"),
+    "reap.envs.batched_envs": ("SerialEnv",),
+    "reap.envs.common": ("EnvBase",),
     "reap.envs.libs.gym": ("GymEnv", "GymWrapper", "default_info_dict_reader"),
     "reap.envs.gym_like": ("BaseInfoDictReader", "default_info_dict_reader"),
     "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),

@@ -35,7 +35,7 @@ EXPORT_HINTS = {
     "MultiSyncCollector": ("reap-collectors-mp", ("reap.collectors",)),
     "MultiSyncDataCollector": ("reap-collectors-mp", ("reap.collectors",)),
     "MultiaSyncDataCollector": ("reap-collectors-mp", ("reap.collectors",)),
-    "ParallelEnv": ("reap-collectors-mp", ("reap.envs",)),
+    "ParallelEnv": ("reap-collectors-mp", ("reap.envs", "reap.envs.batched_envs")),
     "PipeWeightSyncScheme": ("reap-collectors-mp", ("reap.weight_update",)),
     "PortInUseError": ("reap-collectors-rpc", ()),
     "PrioritizedReplayBuffer": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.replay_buffers")),

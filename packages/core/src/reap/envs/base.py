@@ -338,9 +338,16 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         nxt = {key: next_td.get(key).numpy() for key in next_specs}
         return root, nxt, root_td, next_td
 
+    def _arrays_only(self, key) -> bool:
+        """Whether ``key`` is in the arrays but not in the TensorDict API: hidden entries, and the
+        ``"truncated"`` flag where the done spec has none (the TensorDict API gives the done spec's
+        flags, as TorchRL's)."""
+        return is_hidden(key) or (key == "truncated" and self._cached(
+            "_arrays_only_truncated", lambda: "truncated" not in self.done_spec.keys()))
+
     def _visible(self, td: TensorDictBase) -> TensorDictBase:
-        hidden = [k for k in td.keys() if is_hidden(k)]
-        return td.exclude(*hidden) if hidden else td
+        dropped = [k for k in td.keys() if self._arrays_only(k)]
+        return td.exclude(*dropped) if dropped else td
 
     def _stash_hidden(self, root: dict, nxt: dict | None) -> None:
         """Keep hidden state between TensorDict-API calls (they hold no hidden entries)."""
@@ -458,8 +465,11 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         for key in self.action_keys:
             action = tensordict.get(key)
             spec = self.full_action_spec[key]
-            if action.shape != spec.shape:  # NumPy would broadcast it, e.g. an index into a one-hot
-                raise ValueError(f"step: the action has shape {tuple(action.shape)} but action_spec is {spec!r}")
+            if action.shape != spec.shape:
+                if _without_trailing_ones(action.shape) != _without_trailing_ones(spec.shape):
+                    # NumPy would broadcast it, e.g. an index into a one-hot
+                    raise ValueError(f"step: the action has shape {tuple(action.shape)} but action_spec is {spec!r}")
+                action = action.reshape(spec.shape)  # [B] for [B, 1], as TorchRL's envs take it
             root[key][0] = action.numpy(force=True)
         partial = tensordict.get("_step", None)
         mask = None if partial is None else partial.reshape(self.batch_size).numpy(force=True)
@@ -566,10 +576,10 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             root.update(self.full_done_spec.zero())
         else:
             nested = self._nested_shapes()
-            root = _zeros({k: s for k, s in self.root_specs().items() if not is_hidden(k)}, None, self.batch_size,
-                          nested, self.device)
-            nxt = _zeros({k: s for k, s in self.next_specs().items() if not is_hidden(k)}, None, self.batch_size,
-                         nested, self.device)
+            root = _zeros({k: s for k, s in self.root_specs().items() if not self._arrays_only(k)}, None,
+                          self.batch_size, nested, self.device)
+            nxt = _zeros({k: s for k, s in self.next_specs().items() if not self._arrays_only(k)}, None,
+                         self.batch_size, nested, self.device)
         root.set("next", nxt)
         root.batch_size = self.batch_size
         return root
@@ -821,6 +831,13 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
 def _leaves(spec: Composite) -> dict:
     return {key: value for key, value in spec.items(True, True) if value is not None}
+
+
+def _without_trailing_ones(shape) -> tuple:
+    shape = tuple(shape)
+    while shape and shape[-1] == 1:
+        shape = shape[:-1]
+    return shape
 
 
 def _tuple(key) -> tuple:

@@ -628,7 +628,8 @@ class ReplayBuffer(DumpsAliases):
     # ---------------------------------------------------------------- samples
     def _sample(self, batch_size: int):
         with self._lock:
-            index, info = _outside_graphs(self._sampler.sample, self._storage, batch_size)
+            index, info = _outside_graphs(self._sampler.sample, self._storage,
+                                          batch_size * self._sampler._batch_size_multiplier)
             if self._storage.ndim > 1:
                 index = self._storage._unravel(index)  # item numbers to (row, column)
             data = self._storage.get(index)

@@ -63,6 +63,9 @@ class Sampler(metaclass=_ReplacementDispatch):
     """
 
     _rng: torch.Generator | None = None
+    #: Items the buffer draws for each item ``sample`` returns (a transform folds them into one:
+    #: ``CatFrames.make_rb_transform_and_sampler``), as TorchRL's.
+    _batch_size_multiplier: int = 1
     #: The class ``replacement=False`` builds instead (None: there is none).
     _without_replacement: type | None = None
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import warnings
 from copy import copy
+from functools import partial
 
 import numpy as np
 import torch
+from tensordict.utils import unravel_key
 
 from reap.envs.transforms.tensors import along
 from reap.envs.transforms.transform import (
@@ -31,6 +33,15 @@ from reap.envs.transforms.transform import (
     write_rows,
 )
 from reap.specs import Bounded, Unbounded
+
+
+def _slices(n: int, tensordict):
+    """A sampled batch of ``n``-step slices, one per row, time named (``CatFrames`` unfolds it)."""
+    return tensordict.reshape(-1, n).refine_names(None, "time")
+
+
+def _last_step(tensordict):
+    return tensordict[:, -1]
 
 
 def _right(flags, like):
@@ -180,6 +191,46 @@ class CatFrames(Transform):
                 value = torch.where(_right(index >= first, value), value, torch.full_like(value, self.padding_value))
             frames.append(value.reshape(data_t.shape).movedim(0, tdim))
         return frames
+
+    # ---- a replay buffer that stores single frames ------------------------------------------------
+    def make_rb_transform_and_sampler(self, batch_size: int, **sampler_kwargs):
+        """``(transform, sampler)`` for a replay buffer that stores single frames and stacks them
+        when it samples (TorchRL's): ``sampler`` is ``SliceSampler(slice_len=N, **sampler_kwargs)``
+        and draws ``N`` steps of one trajectory for each item (``rb.sample(b)`` reads ``b * N``
+        steps); ``transform`` stacks each slice's frames into its last step, root and ``"next"``,
+        and keeps the stacks out of what the buffer stores. ``batch_size`` is TorchRL's argument:
+        the size is the one given to ``sample``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> from reap.data import LazyTensorStorage, ReplayBuffer
+            >>> frames = CatFrames(N=3, dim=-1, in_keys=["obs"], out_keys=["stack"])
+            >>> transform, sampler = frames.make_rb_transform_and_sampler(batch_size=4)
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(20), sampler=sampler, transform=transform)
+            >>> obs = torch.arange(10.0).unsqueeze(-1)
+            >>> done = torch.zeros(10, 1, dtype=torch.bool)
+            >>> index = rb.extend(TensorDict(obs=obs, next=TensorDict(obs=obs + 1, done=done), batch_size=[10]))
+            >>> sample = rb.sample(4)
+            >>> sample.shape, bool((sample["stack"] == sample["stack"][:, :1] + torch.arange(3.0)).all())
+            (torch.Size([4]), True)
+        """
+        from reap.data.replay_buffers import SliceSampler  # reap-replay's, through reap's mirror
+
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"CatFrames.make_rb_transform_and_sampler: batch_size must be a positive int, got "
+                             f"{batch_size!r}")
+        both = lambda keys: [*keys, *(unravel_key(("next", key)) for key in keys)]  # noqa: E731
+        stacking = type(self)(N=self.N, dim=self.dim, in_keys=both(self.in_keys), out_keys=both(self.out_keys),
+                              padding=self.padding, padding_value=self.padding_value, done_key=self.done_key)
+        sampler = SliceSampler(slice_len=self.N, **sampler_kwargs)
+        sampler._batch_size_multiplier = self.N
+        from reap.envs.transforms.compose import Compose
+        from reap.envs.transforms.keys import ExcludeTransform
+
+        transform = Compose(partial(_slices, self.N), stacking, _last_step,
+                            ExcludeTransform(*both(self.out_keys), inverse=True))
+        return transform, sampler
 
     # ---- arrays --------------------------------------------------------------------------------
     def replaced_keys(self):

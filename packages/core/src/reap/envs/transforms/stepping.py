@@ -66,13 +66,13 @@ class FrameSkipTransform(Transform):
         np.copyto(reward, self._sum)
 
 
-_BATCHED = ("NoopResetEnv: the env has batch size {}; it works on a single env. Put it inside each sub-env "
-            "instead: SerialEnv(n, lambda: TransformedEnv(make_env(), NoopResetEnv()))")
+_BATCHED = ("NoopResetEnv: The parent environment batch-size is non-null: {}; it works on a single env. Put "
+            "it inside each sub-env instead: SerialEnv(n, lambda: TransformedEnv(make_env(), NoopResetEnv()))")
 
 
 class NoopResetEnv(Transform):
     """After each reset, take a random number (below ``noops``) of random steps (TorchRL's
-    ``NoopResetEnv``); with ``random=False`` exactly ``noops``.
+    ``NoopResetEnv``); with ``random=False`` exactly ``noops`` (0: none).
 
     Like TorchRL's, it needs an env of one (unbatched) instance: wrap each sub-env of a batched
     env instead (``SerialEnv(4, lambda: TransformedEnv(GymEnv(...), NoopResetEnv()))``).
@@ -84,8 +84,9 @@ class NoopResetEnv(Transform):
     _array_hooks = True
 
     def __init__(self, noops: int = 30, random: bool = True):
-        if not isinstance(noops, int) or noops < 1:
-            raise ValueError(f"NoopResetEnv: noops must be a positive int, got {noops!r}")
+        if not isinstance(noops, int) or noops < (1 if random else 0):
+            raise ValueError(f"NoopResetEnv: noops must be an int of at least {1 if random else 0} with "
+                             f"random={random}, got {noops!r}")
         super().__init__()
         self.noops, self.random = noops, random
 

@@ -101,8 +101,11 @@ class StepCounter(Transform):
 
     # ---- the keys, per done group (see the module) --------------------------------------------
     def _groups(self, env=None) -> list:
-        """Per done group: ``(root, step_count key, truncated key, done key)``."""
+        """Per done group: ``(root, step_count key, truncated key, done key)``; without an env, the
+        top-level group only (TorchRL's defaults, for ``_reset``/``_step`` called directly)."""
         env = self.parent if env is None else env
+        if env is None:
+            return [((), self.step_count_key, self.truncated_key, "done")]
         return [(root, leaf_key(root, self.step_count_key), leaf_key(root, self.truncated_key),
                  leaf_key(root, "done")) for root in group_roots(env)]
 
@@ -111,7 +114,7 @@ class StepCounter(Transform):
         key, the outer group's flag key)``, for the truncated flags and, with ``update_done``, the
         done flags such groups have."""
         env = self.parent if env is None else env
-        if self.max_steps is None:
+        if self.max_steps is None or env is None:
             return []
         roots, flags = group_roots(env), set(env.output_spec["full_done_spec"].keys(True, True))
         names = [self.truncated_key, "done"] if self.update_done else [self.truncated_key]
@@ -140,13 +143,33 @@ class StepCounter(Transform):
             return ["_reset"]
         return [leaf_key(root, "_reset") for root in group_roots(self.parent)]
 
+    def _every_group(self, name: str) -> list:
+        if self.parent is None:
+            return [name]
+        return [leaf_key(key[:-1] if isinstance(key, tuple) else (), name) for key in self.parent.reset_keys]
+
+    @property
+    def all_done_keys(self) -> list:
+        """The ``"done"`` flag of every done group, nested ones included (a truncation reaches them)."""
+        return self._every_group("done")
+
+    @property
+    def all_truncated_keys(self) -> list:
+        """The truncated flag of every done group, nested ones included."""
+        return self._every_group(self.truncated_key)
+
     # ---- TorchRL's hooks -----------------------------------------------------------------------
     def _reset(self, tensordict, tensordict_reset):
-        done_spec = self.parent.output_spec["full_done_spec"]
         for root, count_key, truncated_key, done_key in self._groups():
             reset = _group_reset(tensordict, root)
             like = tensordict_reset.get(done_key, None)
+            if like is None and self.parent is None:  # called directly: the input's flags give the shape
+                like = None if tensordict is None else tensordict.get(done_key, None)
+                if like is None:
+                    raise KeyError(f"StepCounter._reset without an env needs a {done_key!r} entry in its input "
+                                   "or output, to shape the step count")
             if like is None:
+                done_spec = self.parent.output_spec["full_done_spec"]
                 like = torch.zeros(group_shape(done_spec, root), dtype=torch.bool, device=tensordict_reset.device)
             if reset is None:
                 reset = torch.ones(like.shape, dtype=torch.bool, device=like.device)

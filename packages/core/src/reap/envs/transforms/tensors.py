@@ -264,6 +264,12 @@ class Stack(_Writes):
         return input_spec
 
     def _attach(self, env):
+        groups = (env.full_observation_spec, env.full_reward_spec, env.full_done_spec, env.full_action_spec,
+                  env.full_state_spec)
+        if any(isinstance(spec.get(key, None), Composite) for spec in groups for key in self.in_keys):
+            # whole groups (("agents", "agent_0")): stacked on TensorDicts, as TorchRL stacks them
+            self.__dict__["_on_tensordicts"] = True
+            return
         super()._attach(env)
         dim = self.dim
         slots = [(Ellipsis, i, *([slice(None)] * (-dim - 1))) if dim < 0 else (*([slice(None)] * dim), i)
