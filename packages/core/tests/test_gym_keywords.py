@@ -220,3 +220,17 @@ def test_categorical_encoding_keeps_index_actions():
     with Collector(env, None, frames_per_batch=8, total_frames=8) as collector:
         (batch,) = list(collector)
     assert batch["action"].shape == (2, 4) and Categorical(2).is_in(batch["action"])
+
+
+def test_set_gym_backend_takes_gymnasium_in_every_form_and_refuses_gym():
+    from reap.envs.libs.gym import gym_backend, set_gym_backend
+
+    @set_gym_backend(lambda: gym)
+    def make():
+        return GymEnv("CartPole-v1")
+
+    assert make().action_spec.shape == (2,)
+    with set_gym_backend(gym) as chosen:
+        assert chosen.backend is gym and gym_backend() is gym and gym_backend("spaces") is gym.spaces
+    with pytest.raises(ValueError, match=r"gymnasium only, got backend='gym'; use set_gym_backend\(\"gymnasium\"\)"):
+        set_gym_backend("gym")

@@ -25,7 +25,8 @@ _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox
 _ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
 _MODULE_HELPERS = ("get_env_transforms_from_module", "get_primers_from_module")
 _UNWRAP = ("auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env")
-_HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
+_GYM_BACKEND = ("gym_backend", "set_gym_backend")
+_HOMES = {**{n: "reap.envs.gym_backend" for n in _GYM_BACKEND}, **{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
           **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs",
           "seed_generator": "reap.envs.seeding", **{n: "reap.collectors.policy_transforms" for n in _MODULE_HELPERS},
           **{n: "reap.envs.transforms.unwrap" for n in _UNWRAP}, "GymWrapper": "reap.envs.gym",
@@ -44,6 +45,7 @@ MODULES = {
         "InitTracker", "ObservationNorm", "RewardSum", "SerialEnv", "StepCounter",
         "TensorDictPrimer", "Transform", "TransformedEnv", "VecNorm", "set_exploration_type",
         *_TRANSFORMS, "EnvCreator", "check_env_specs", "exploration_type", "step_mdp", *_ENV_HELPERS,
+        *_GYM_BACKEND,
     ),
     "reap.envs.transforms": (
         "ClipTransform", "Compose", "DoubleToFloat", "InitTracker", "ObservationNorm", "RewardSum",
@@ -62,7 +64,7 @@ MODULES = {
     "reap.data.postprocs": ("DensifyReward", "MultiStep"),
     "reap.envs.batched_envs": ("SerialEnv",),
     "reap.envs.common": ("EnvBase",),
-    "reap.envs.libs.gym": ("GymEnv", "GymWrapper", "default_info_dict_reader"),
+    "reap.envs.libs.gym": ("GymEnv", "GymWrapper", "default_info_dict_reader", *_GYM_BACKEND),
     "reap.envs.gym_like": ("BaseInfoDictReader", "default_info_dict_reader"),
     "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup", "seed_generator", *_UNWRAP),

@@ -207,8 +207,8 @@ TORCHRL_ONLY = {
         "URScriptPrimitiveTransform", "UnityMLAgentsEnv", "UnityMLAgentsWrapper", "VC1Transform",
         "VIPRewardTransform", "VIPTransform", "VecGymEnvTransform", "VmasEnv", "VmasWrapper",
         "Walker2dEnv", "WorldModelEnv", "check_marl_grouping", "gSDENoise",
-        "get_available_libraries", "get_env_metadata", "gym_backend", "make_tensordict",
-        "register_gym_spec_conversion", "set_gym_backend"
+        "get_available_libraries", "get_env_metadata", "make_tensordict",
+        "register_gym_spec_conversion"
     ),
     "reap.envs.libs.gym": (),
     "reap.envs.transforms": (
