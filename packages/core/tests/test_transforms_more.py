@@ -123,6 +123,22 @@ def test_env_creator_builds_envs_and_reads_specs():
         EnvCreator(CountingEnv())
 
 
+def test_env_creator_refuses_envs_whose_statistics_do_not_match_the_first_ones():
+    from reap.envs import VecNorm
+
+    built = []
+
+    def make_env():
+        built.append(1)
+        norms = [VecNorm(in_keys=["observation"])] * (1 if len(built) == 1 else 2)
+        return TransformedEnv(CountingEnv(), Compose(*(n.clone() for n in norms)))
+
+    make = EnvCreator(make_env)
+    with pytest.raises(RuntimeError, match="this env has 2 transforms with statistics to share and the first one it "
+                                           "made had 1; create_env_fn must build the same transforms each time"):
+        make()
+
+
 @pytest.mark.parametrize("build,error,match", [
     (lambda: RewardClipping(), ValueError, "give clamp_min, clamp_max or both"),
     (lambda: RewardClipping(1.0, 0.0), ValueError, "clamp_min=1.0 must not exceed clamp_max=0.0"),

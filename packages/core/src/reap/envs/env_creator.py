@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
+from multiprocessing.context import get_spawning_popen
+from multiprocessing.reduction import ForkingPickler
 
 import torch
+import torch.multiprocessing  # noqa: F401  (registers torch's reductions with ForkingPickler)
 from tensordict import TensorDictBase
 
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
@@ -99,6 +102,17 @@ class EnvMetaData:
                 f"batch_locked={self.batch_locked})")
 
 
+def _sharing_transforms(env) -> list:
+    """The transforms of ``env`` whose statistics an ``EnvCreator`` shares, outermost env first."""
+    from reap.envs.transforms.transformed_env import TransformedEnv, leaves_of
+
+    found = []
+    while isinstance(env, TransformedEnv):
+        found.extend(t for t in leaves_of(env.transform) if hasattr(t, "_use_statistics"))
+        env = env.base_env
+    return found
+
+
 class EnvCreator:
     """Wrap ``create_env_fn`` and its keyword arguments as a callable returning the env.
 
@@ -107,9 +121,13 @@ class EnvCreator:
     gives a creator with more of them. Pass it wherever a constructor is expected
     (``ParallelEnv(4, EnvCreator(make_env))``, ``MultiSyncCollector([EnvCreator(make_env)] * 2,
     ...)``); the env's specs are read from one instance built on first access (``observation_spec``,
-    ``action_spec``, ..., ``meta_data``; ``init_()`` builds it now), then closed. TorchRL's creator also shares
-    the transforms' statistics with the envs it makes; reap's does not (``share_memory`` is
-    taken for the signature; call ``VecNorm.share_memory()`` to share them).
+    ``action_spec``, ..., ``meta_data``; ``init_()`` builds it now), then closed.
+
+    With ``share_memory=True`` (the default), as TorchRL's, the envs it makes share the statistics
+    of their ``VecNorm``/``VecNormV2`` transforms: those of that first env, moved to shared memory,
+    which travel by handle to the worker processes it is sent to (``ParallelEnv(4,
+    EnvCreator(make_env))``); ``state_dict()`` reads them. Without a lock (``VecNorm(lock=...)``)
+    two processes updating them at the same moment may lose one update.
     """
 
     def __init__(self, create_env_fn: Callable[..., EnvBase], create_env_kwargs: dict | None = None,
@@ -127,9 +145,36 @@ class EnvCreator:
         self._share_memory = share_memory
         self._specs: dict | None = None
         self._meta_data: EnvMetaData | None = None
+        self._statistics: list | None = None  # per sharing transform of the first env, its statistics
+
+    def _make(self, **kwargs) -> EnvBase:
+        return checked_env(self.create_env_fn(**{**kwargs, **self.create_env_kwargs}), "EnvCreator")
 
     def __call__(self, **kwargs) -> EnvBase:
-        return checked_env(self.create_env_fn(**{**kwargs, **self.create_env_kwargs}), "EnvCreator")
+        if self._share_memory and self._statistics is None:
+            self.init_()  # the first env's statistics, before this one's
+        env = self._make(**kwargs)
+        if self._share_memory:
+            self._share_with(env)
+        return env
+
+    def _share_with(self, env: EnvBase) -> None:
+        """Point ``env``'s normalisation transforms at the shared statistics."""
+        transforms = _sharing_transforms(env)
+        if len(transforms) != len(self._statistics):
+            raise RuntimeError(f"EnvCreator: this env has {len(transforms)} transforms with statistics to share and "
+                               f"the first one it made had {len(self._statistics)}; create_env_fn must build the same "
+                               "transforms each time (or pass share_memory=False)")
+        for transform, statistics in zip(transforms, self._statistics):
+            transform._use_statistics(statistics)
+
+    def state_dict(self) -> dict:
+        """The ``state_dict`` of the envs it makes (their shared statistics with ``share_memory``)."""
+        env = self()
+        try:
+            return env.state_dict()
+        finally:
+            env.close()
 
     def make_variant(self, **kwargs) -> EnvCreator:
         """A creator of the same env with these keyword arguments added (or replaced)."""
@@ -137,14 +182,16 @@ class EnvCreator:
 
     def init_(self) -> EnvCreator:
         """Build one env now to read its specs (done on first access otherwise); returns self."""
-        if self._specs is None:
-            env = self()
+        if self._specs is None or (self._share_memory and self._statistics is None):
+            env = self._make()
             try:
                 self._specs = {n: getattr(env, n) for n in (
                     "observation_spec", "action_spec", "reward_spec", "done_spec", "state_spec", "full_action_spec",
                     "full_observation_spec", "full_reward_spec", "full_done_spec", "batch_size")}
                 if self._meta_data is None:
                     self._meta_data = EnvMetaData.metadata_from_env(env)
+                if self._share_memory and self._statistics is None:
+                    self._statistics = [t._share_statistics() for t in _sharing_transforms(env)]
             finally:
                 env.close()
         return self
@@ -186,12 +233,20 @@ class EnvCreator:
             import cloudpickle  # gymnasium's dependency: wherever reap-core is
 
             fn = _ByValue(cloudpickle.dumps(fn))
+        statistics = self._statistics
+        if statistics and get_spawning_popen() is not None:
+            # a worker process is being started with it: send handles to the shared memory (plain
+            # pickle, which its arguments may go through, would copy the tensors)
+            statistics = _ByValue(bytes(ForkingPickler.dumps(statistics)))
         return {"create_env_fn": fn, "create_env_kwargs": self.create_env_kwargs,
-                "_share_memory": self._share_memory, "_specs": None, "_meta_data": None}
+                "_share_memory": self._share_memory, "_specs": None, "_meta_data": None, "_statistics": statistics}
 
     def __setstate__(self, state) -> None:
         if isinstance(state["create_env_fn"], _ByValue):
             state["create_env_fn"] = pickle.loads(state["create_env_fn"].payload)
+        if isinstance(state.get("_statistics"), _ByValue):
+            state["_statistics"] = ForkingPickler.loads(state["_statistics"].payload)
+        state.setdefault("_statistics", None)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:

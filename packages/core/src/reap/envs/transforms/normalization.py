@@ -338,6 +338,15 @@ class VecNorm(Transform):
         self._bind_arrays()  # share_memory_ moves the storage: re-point the numpy views
         return self
 
+    def _share_statistics(self) -> dict:
+        """The statistics, moved to shared memory: what ``EnvCreator`` hands the envs it makes."""
+        return self.share_memory()._td
+
+    def _use_statistics(self, statistics: dict) -> None:
+        """Normalise with (and update) ``statistics`` of another VecNorm, shared with it."""
+        self._td, self._shared = statistics, True
+        self._bind_arrays()
+
     def freeze(self) -> VecNorm:
         """Stop updating the statistics (values are still normalised with them)."""
         self.frozen = True

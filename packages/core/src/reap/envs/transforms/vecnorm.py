@@ -81,6 +81,17 @@ class VecNormV2(Transform):
         self._check_in_keys(env)
         self._maybe_init(env.fake_tensordict().get("next"))
 
+    def _share_statistics(self) -> dict:
+        """The statistics, moved to shared memory: what ``EnvCreator`` hands the envs it makes."""
+        for stat in (self._loc, self._var, self._count):
+            stat.share_memory_()
+        return {"loc": self._loc, "var": self._var, "count": self._count}
+
+    def _use_statistics(self, statistics: dict) -> None:
+        """Normalise with (and update) ``statistics`` of another VecNormV2, shared with it."""
+        self._loc, self._var, self._count = statistics["loc"], statistics["var"], statistics["count"]
+        self.initialized.fill_(True)
+
     def freeze(self) -> VecNormV2:
         self.frozen = True
         return self
