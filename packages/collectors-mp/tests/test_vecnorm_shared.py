@@ -29,31 +29,32 @@ def test_workers_update_the_shared_statistics(method, shm_before):
     assert not shm_left_by_us(shm_segments() - shm_before)  # other programs' come and go meanwhile
 
 
-@pytest.mark.parametrize("new_api", [False, True])
-def test_env_creator_shares_the_statistics_of_the_envs_it_makes_with_parallel_env_workers(new_api, shm_before):
-    from reap import EnvCreator, ParallelEnv
+def test_env_creator_shares_the_statistics_of_the_envs_it_makes_with_parallel_env_workers(shm_before):
+    from reap import Compose, EnvCreator, ParallelEnv
 
     lock = multiprocessing.get_context("spawn").Lock()
-    make = EnvCreator(lambda: TransformedEnv(  # cloudpickled by value
-        GymEnv("Pendulum-v1"), VecNorm(in_keys=["observation"], decay=1.0, lock=lock, new_api=new_api)))
-    count = "count.-|-.observation" if new_api else "observation_count"
+    make = EnvCreator(lambda: TransformedEnv(GymEnv("Pendulum-v1"), Compose(  # cloudpickled by value
+        VecNorm(in_keys=["observation"], decay=1.0, lock=lock),
+        VecNorm(in_keys=["reward"], decay=1.0, lock=lock, new_api=True))))
 
-    def counted():
-        return make.state_dict()["_extra_state"][count].item()
+    def counted():  # VecNorm's count, VecNormV2's
+        state = make.state_dict()
+        return (state["transforms.0._extra_state"]["observation_count"].item(),
+                state["transforms.1._extra_state"]["count.-|-.reward"].item())
 
     first, second = make(), make()
     first.rollout(3)
     second.rollout(2)
-    assert counted() == 4 + 3  # each env's reset and steps, in one set of statistics
+    assert counted() == (4 + 3, 2 + 3)  # each env's reset (not for rewards) and steps, in one set of statistics
     env = ParallelEnv(2, make, mp_start_method="spawn")
     try:
         env.rollout(4)
     finally:
         env.close()
-    assert counted() == 7 + 2 * 5  # the workers' updates, through the shared memory
+    assert counted() == (7 + 2 * 5, 5 + 2 * 4)  # the workers' updates, through the shared memory
     alone = EnvCreator(make.create_env_fn, share_memory=False)
     alone().rollout(3)
-    assert alone.state_dict()["_extra_state"][count].item() == 0  # each env its own statistics
+    assert counted() == (17, 13) and alone.state_dict()["transforms.0._extra_state"]["observation_count"] == 0
     first = second = env = make = lock = None  # the lock is a semaphore in /dev/shm until it is freed
     gc.collect()
     assert not shm_left_by_us(shm_segments() - shm_before)
