@@ -5,7 +5,7 @@ import multiprocessing
 
 import pytest
 
-from reap import GymEnv, TransformedEnv, VecNorm
+from reap import GymEnv, TransformedEnv, VecNorm, VecNormV2
 from reap_mp import MultiSyncCollector
 from reap_testing import shm_left_by_us, shm_segments
 
@@ -40,7 +40,7 @@ def test_env_creator_shares_the_statistics_of_the_envs_it_makes_with_parallel_en
     def counted():  # VecNorm's count, VecNormV2's
         state = make.state_dict()
         return (state["transforms.0._extra_state"]["observation_count"].item(),
-                state["transforms.1._extra_state"]["count.-|-.reward"].item())
+                state["transforms.1._extra_state"][f"count{VecNormV2.SEP}reward"].item())
 
     first, second = make(), make()
     first.rollout(3)

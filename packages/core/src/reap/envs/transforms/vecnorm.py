@@ -61,6 +61,9 @@ class VecNormV2(Transform):
         reduce_batch_dims: average the batch dims of each update first (one update per call).
     """
 
+    #: the separator of the nested keys of ``get_extra_state()`` (TorchRL's)
+    SEP = _SEP
+
     def __init__(self, in_keys, out_keys=None, *, lock=None, stateful: bool = True, decay: float = 0.9999,
                  eps: float = 1e-4, shared_data=None, reduce_batch_dims: bool = False):
         if not stateful:
