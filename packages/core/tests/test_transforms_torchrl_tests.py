@@ -145,3 +145,10 @@ def test_stack_of_whole_groups_stacks_their_entries_as_torchrl():
     assert "agents" not in td.keys() and td["next", "stacked", "obs"].shape == (3, 2, 2)
     assert td["next", "stacked", "obs"][:, :, 0].tolist() == [[1, 11], [2, 12], [3, 13]]
     assert td["next", "stacked", "done"][-1].all()
+
+
+def test_transformed_env_batch_locked_is_the_base_envs_and_read_only():
+    env = TransformedEnv(CountingEnv(), StepCounter())
+    assert env.batch_locked
+    with pytest.raises(RuntimeError, match="batch_locked is a read-only property"):
+        env.batch_locked = False

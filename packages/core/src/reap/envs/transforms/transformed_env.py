@@ -357,6 +357,10 @@ class TransformedEnv(EnvBase):
     def batch_locked(self) -> bool:
         return self.base_env.batch_locked
 
+    @batch_locked.setter
+    def batch_locked(self, value) -> None:
+        raise RuntimeError("batch_locked is a read-only property")
+
     @property
     def _torchrl_style(self) -> bool:
         """Whether the env steps on TensorDicts, as TorchRL's (nested done groups or heterogeneous
