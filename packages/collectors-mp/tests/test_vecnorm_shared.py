@@ -42,16 +42,16 @@ def test_env_creator_shares_the_statistics_of_the_envs_it_makes_with_parallel_en
         return (state["transforms.0._extra_state"]["observation_count"].item(),
                 state["transforms.1._extra_state"][f"count{VecNormV2.SEP}reward"].item())
 
-    first, second = make(), make()
-    first.rollout(3)
-    second.rollout(2)
-    assert counted() == (4 + 3, 2 + 3)  # each env's reset (not for rewards) and steps, in one set of statistics
     env = ParallelEnv(2, make, mp_start_method="spawn")
     try:
         env.rollout(4)
     finally:
         env.close()
-    assert counted() == (7 + 2 * 5, 5 + 2 * 4)  # the workers' updates, through the shared memory
+    assert counted() == (2 * 5, 2 * 4)  # the workers' resets (not for rewards) and steps, through shared memory
+    first, second = make(), make()
+    first.rollout(3)
+    second.rollout(2)
+    assert counted() == (10 + 4 + 3, 8 + 2 + 3)  # this process's envs update the same statistics
     alone = EnvCreator(make.create_env_fn, share_memory=False)
     alone().rollout(3)
     assert counted() == (17, 13) and alone.state_dict()["transforms.0._extra_state"]["observation_count"] == 0

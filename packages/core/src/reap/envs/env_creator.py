@@ -120,14 +120,15 @@ class EnvCreator:
     keyword arguments (they win over those a call passes, as in TorchRL), ``make_variant(**kw)``
     gives a creator with more of them. Pass it wherever a constructor is expected
     (``ParallelEnv(4, EnvCreator(make_env))``, ``MultiSyncCollector([EnvCreator(make_env)] * 2,
-    ...)``); the env's specs are read from one instance built on first access (``observation_spec``,
-    ``action_spec``, ..., ``meta_data``; ``init_()`` builds it now), then closed.
+    ...)``); the env's specs (``observation_spec``, ``action_spec``, ..., ``meta_data``) are read
+    from one instance, then closed, built at construction as TorchRL's (with ``share_memory=False``:
+    on first access, or at ``init_()``).
 
     With ``share_memory=True`` (the default), as TorchRL's, the envs it makes share the statistics
     of their ``VecNorm``/``VecNormV2`` transforms: those of that first env, moved to shared memory,
-    which travel by handle to the worker processes it is sent to (``ParallelEnv(4,
-    EnvCreator(make_env))``); ``state_dict()`` reads them. Without a lock (``VecNorm(lock=...)``)
-    two processes updating them at the same moment may lose one update.
+    which worker processes inherit or get by handle (``ParallelEnv(4, EnvCreator(make_env))``);
+    ``state_dict()`` reads them. Without a lock (``VecNorm(lock=...)``) two processes updating them
+    at the same moment may lose one update.
     """
 
     def __init__(self, create_env_fn: Callable[..., EnvBase], create_env_kwargs: dict | None = None,
@@ -146,6 +147,8 @@ class EnvCreator:
         self._specs: dict | None = None
         self._meta_data: EnvMetaData | None = None
         self._statistics: list | None = None  # per sharing transform of the first env, its statistics
+        if share_memory:  # before any worker starts, so that they all share the first env's statistics
+            self.init_()
 
     def _make(self, **kwargs) -> EnvBase:
         return checked_env(self.create_env_fn(**{**kwargs, **self.create_env_kwargs}), "EnvCreator")
