@@ -26,7 +26,8 @@ _ENV_HELPERS = ("make_composite_from_td", "terminated_or_truncated")
 _MODULE_HELPERS = ("get_env_transforms_from_module", "get_primers_from_module")
 _UNWRAP = ("auto_unwrap_transformed_env", "set_auto_unwrap_transformed_env")
 _GYM_BACKEND = ("gym_backend", "set_gym_backend")
-_HOMES = {**{n: "reap.envs.gym_backend" for n in _GYM_BACKEND}, **{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
+_HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "reap.envs.utils" for n in _ENV_HELPERS},
+          **{n: "reap.envs.gymnasium_backend" for n in _GYM_BACKEND},
           **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs",
           "seed_generator": "reap.envs.seeding", **{n: "reap.collectors.policy_transforms" for n in _MODULE_HELPERS},
           **{n: "reap.envs.transforms.unwrap" for n in _UNWRAP}, "GymWrapper": "reap.envs.gym",

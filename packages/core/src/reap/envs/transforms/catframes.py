@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from tensordict.utils import unravel_key
 
+from reap.envs.transforms.compose import Compose
+from reap.envs.transforms.keys import ExcludeTransform
 from reap.envs.transforms.tensors import along
 from reap.envs.transforms.transform import (
     Transform,
@@ -42,6 +44,10 @@ def _slices(n: int, tensordict):
 
 def _last_step(tensordict):
     return tensordict[:, -1]
+
+
+def _with_next(keys) -> list:
+    return [*keys, *(unravel_key(("next", key)) for key in keys)]
 
 
 def _right(flags, like):
@@ -220,16 +226,12 @@ class CatFrames(Transform):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"CatFrames.make_rb_transform_and_sampler: batch_size must be a positive int, got "
                              f"{batch_size!r}")
-        both = lambda keys: [*keys, *(unravel_key(("next", key)) for key in keys)]  # noqa: E731
-        stacking = type(self)(N=self.N, dim=self.dim, in_keys=both(self.in_keys), out_keys=both(self.out_keys),
-                              padding=self.padding, padding_value=self.padding_value, done_key=self.done_key)
+        in_keys, out_keys = _with_next(self.in_keys), _with_next(self.out_keys)
+        stacking = type(self)(N=self.N, dim=self.dim, in_keys=in_keys, out_keys=out_keys, padding=self.padding,
+                              padding_value=self.padding_value, done_key=self.done_key)
         sampler = SliceSampler(slice_len=self.N, **sampler_kwargs)
         sampler._batch_size_multiplier = self.N
-        from reap.envs.transforms.compose import Compose
-        from reap.envs.transforms.keys import ExcludeTransform
-
-        transform = Compose(partial(_slices, self.N), stacking, _last_step,
-                            ExcludeTransform(*both(self.out_keys), inverse=True))
+        transform = Compose(partial(_slices, self.N), stacking, _last_step, ExcludeTransform(*out_keys, inverse=True))
         return transform, sampler
 
     # ---- arrays --------------------------------------------------------------------------------
