@@ -324,3 +324,12 @@ def test_torchrl_paths_are_mirrored():
                 except (AttributeError, NotInReapError):
                     missing.append(f"{ours.__name__}.{name}")
     assert not missing
+
+
+def test_torchrl_env_module_paths_added_for_its_tests_import():
+    from reap.envs.batched_envs import ParallelEnv, SerialEnv
+    from reap.envs.common import EnvBase
+    from reap.envs.libs.gym import gym_backend, set_gym_backend
+
+    assert (SerialEnv, ParallelEnv, EnvBase) == (reap.SerialEnv, reap.ParallelEnv, reap.EnvBase)
+    assert set_gym_backend is reap.envs.set_gym_backend and gym_backend is reap.envs.gym_backend

@@ -154,8 +154,6 @@ class EnvCreator:
         return checked_env(self.create_env_fn(**{**kwargs, **self.create_env_kwargs}), "EnvCreator")
 
     def __call__(self, **kwargs) -> EnvBase:
-        if self._share_memory and self._statistics is None:
-            self.init_()  # the first env's statistics, before this one's
         env = self._make(**kwargs)
         if self._share_memory:
             self._share_with(env)
@@ -185,7 +183,7 @@ class EnvCreator:
 
     def init_(self) -> EnvCreator:
         """Build one env now to read its specs (done on first access otherwise); returns self."""
-        if self._specs is None or (self._share_memory and self._statistics is None):
+        if self._specs is None:
             env = self._make()
             try:
                 self._specs = {n: getattr(env, n) for n in (
@@ -247,9 +245,8 @@ class EnvCreator:
     def __setstate__(self, state) -> None:
         if isinstance(state["create_env_fn"], _ByValue):
             state["create_env_fn"] = pickle.loads(state["create_env_fn"].payload)
-        if isinstance(state.get("_statistics"), _ByValue):
+        if isinstance(state["_statistics"], _ByValue):
             state["_statistics"] = ForkingPickler.loads(state["_statistics"].payload)
-        state.setdefault("_statistics", None)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:

@@ -268,7 +268,7 @@ class Stack(_Writes):
                   env.full_state_spec)
         if any(isinstance(spec.get(key, None), Composite) for spec in groups for key in self.in_keys):
             # whole groups (("agents", "agent_0")): stacked on TensorDicts, as TorchRL stacks them
-            self.__dict__["_on_tensordicts"] = True
+            self.__dict__["_tensordict_hooks_only"] = True
             return
         super()._attach(env)
         dim = self.dim

@@ -503,7 +503,7 @@ def runs_on_arrays(transform: Transform) -> bool:
     """
     cls = type(transform)
     owner = next((c for c in cls.__mro__ if "_array_hooks" in c.__dict__), Transform)
-    if not owner._array_hooks or transform.__dict__.get("_on_tensordicts"):  # set by its _attach
+    if not owner._array_hooks or transform.__dict__.get("_tensordict_hooks_only"):  # set by its _attach
         return False
     if transform.in_keys_inv and not owner._array_inverse:
         return False
