@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from reap import (
+    CatFrames,
     ClipTransform,
     Collector,
     Compose,
@@ -82,8 +83,22 @@ def test_observation_norm_and_init_stats():
     torch.testing.assert_close(normed, raw * norm.scale + norm.loc)  # scale = 1 / std, loc = -mean / std
     assert norm.scale.shape == (3,) and (norm.scale > 0).all()
     assert sorted(norm.state_dict()) == ["loc", "scale", "standard_normal"]  # buffers, as TorchRL's
-    with pytest.raises(KeyError, match=r"in_keys \['pixels'\] are not produced"):
-        TransformedEnv(GymEnv("Pendulum-v1"), ObservationNorm(0.0, 1.0, in_keys=["observation", "pixels"]))
+
+
+@pytest.mark.parametrize("transform", [
+    lambda: ObservationNorm(0.0, 2.0, in_keys=["observation", "pixels"]),
+    lambda: CatFrames(2, -1, in_keys=["observation", "pixels"]),
+])
+def test_in_keys_the_env_partly_lacks_build_the_env_and_fail_its_data(transform):
+    # TorchRL builds the env and raises at its first step; reap warns when it is built, and its
+    # resets and steps raise, rather than give data its specs do not describe
+    message = r"in_keys \['pixels'\] are not produced by the env \(it has \['action', 'done', 'observation'"
+    with pytest.warns(UserWarning, match=message):
+        env = TransformedEnv(GymEnv("Pendulum-v1"), transform())
+    assert "pixels" not in env.observation_spec.keys()  # the specs are transformed where they can be
+    for call in (env.reset, lambda: env.rollout(2), lambda: env.rand_step(env.fake_tensordict())):
+        with pytest.raises(KeyError, match=message):
+            call()
 
 
 # TorchRL 0.14.1's VecNorm(decay=0.9, eps=1e-4) (default in_keys: observation and reward) on

@@ -471,7 +471,9 @@ class Transform(nn.Module):
         """Check the in_keys against what ``env`` produces (reap checks at construction).
 
         None produced: the transform has nothing to act on and does nothing, as in TorchRL, with
-        a warning (``NoInKeys``, which the env catches); some produced: a KeyError naming the rest.
+        a warning (``NoInKeys``, which the env catches). Some produced: the env is built, its specs
+        transformed, and its resets and steps raise a KeyError (``AbsentInKeys``, with a warning when
+        the env is built; TorchRL's reset skips the absent keys, its first step raises).
         """
         produced = {*env.root_specs(), *env.next_specs()}
         missing = [key for key in self.in_keys if key not in produced]
@@ -481,11 +483,16 @@ class Transform(nn.Module):
         if len(missing) == len(self.in_keys):
             raise NoInKeys(f"{type(self).__name__}: none of its in_keys {missing} is produced by the env (it has "
                            f"{shown}), so it does nothing; drop it or give it the env's keys")
-        raise KeyError(f"{type(self).__name__}: in_keys {missing} are not produced by the env (it has {shown})")
+        raise AbsentInKeys(f"{type(self).__name__}: in_keys {missing} are not produced by the env (it has "
+                           f"{shown}); its resets and steps raise this KeyError")
 
 
 class NoInKeys(Exception):
     """Raised by ``_check_in_keys`` when no in_key is produced: the env keeps the transform inert."""
+
+
+class AbsentInKeys(Exception):
+    """Raised by ``_check_in_keys`` when some in_keys are not produced: the env's steps raise."""
 
 
 _TORCHRL_HOOKS = (
