@@ -49,6 +49,14 @@ def test_catframes_stacks_the_last_frames_and_pads_at_reset():
     assert td["observation"].tolist() == [[-1, 0], [0, 1], [-1, 0], [0, 1]]  # a reset after step 2
 
 
+def test_catframes_as_inverse_is_for_buffers_and_an_env_with_it_does_not_run():
+    message = "CatFrames as inverse is not supported as a transform for environments, only for replay buffers."
+    with pytest.warns(UserWarning, match=message):  # TorchRL builds it and refuses its rollout
+        env = TransformedEnv(CountingEnv(), CatFrames(2, -1, in_keys=["observation"], as_inverse=True))
+    with pytest.raises(ValueError, match=message):
+        env.rollout(2, actions=ONES)
+
+
 def test_hidden_arrays_stay_out_of_batches_and_cost_no_copy():
     env = TransformedEnv(CountingEnv(limit=3.0), reap.Compose(
         StepCounter(), RenameTransform(["observation"], ["obs"]), ExcludeTransform("step_count")))
@@ -92,9 +100,11 @@ def test_noop_reset_steps_after_each_reset():
     torch.manual_seed(0)
     expected = sum(CountingEnv().action_spec.rand().item() for _ in range(3))
     assert first == pytest.approx(expected)
-    with pytest.raises(ValueError, match=r"The parent environment batch-size is non-null: \(2,\); it works on a single "
-                                         r"env.*SerialEnv"):
-        TransformedEnv(SerialEnv(2, CountingEnv), NoopResetEnv())
+    batched = r"The parent environment batch-size is non-null: \(2,\); it works on a single env.*SerialEnv"
+    with pytest.warns(UserWarning, match=batched):  # TorchRL builds it, and refuses its first reset
+        refused = TransformedEnv(SerialEnv(2, CountingEnv), NoopResetEnv())
+    with pytest.raises(ValueError, match=batched):
+        refused.reset()
     inside = SerialEnv(2, lambda: TransformedEnv(CountingEnv(limit=100.0), NoopResetEnv(2, random=False)))
     assert (inside.reset()["observation"] > 0).all()
     none = TransformedEnv(CountingEnv(limit=100.0), NoopResetEnv(0, random=False))  # TorchRL's: no steps

@@ -28,6 +28,7 @@ from reap.envs.transforms.compose import Compose
 from reap.envs.transforms.keys import ExcludeTransform
 from reap.envs.transforms.tensors import along
 from reap.envs.transforms.transform import (
+    FailsWhenRun,
     Transform,
     apply_to_composite,
     missing_tolerance,
@@ -243,8 +244,8 @@ class CatFrames(Transform):
 
     def _attach(self, env):
         if self.as_inverse:
-            raise ValueError("CatFrames as inverse is not supported as a transform for environments, only for "
-                             "replay buffers.")
+            raise FailsWhenRun(ValueError("CatFrames as inverse is not supported as a transform for environments, "
+                                          "only for replay buffers."))
         self._check_in_keys(env)
         root = env.root_specs()
         self._frame = {k: root[k].shape[self.dim] for k in self.in_keys}

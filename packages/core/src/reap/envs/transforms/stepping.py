@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from reap.envs.transforms.transform import Transform
+from reap.envs.transforms.transform import FailsWhenRun, Transform
 from reap.envs.utils import step_mdp
 
 
@@ -117,7 +117,7 @@ class NoopResetEnv(Transform):
 
     def _attach(self, env):
         if env.batch_size.numel() > 1:
-            raise ValueError(_BATCHED.format(tuple(env.batch_size)))
+            raise FailsWhenRun(ValueError(_BATCHED.format(tuple(env.batch_size))))
         self._scratch = None
 
     def _scratch_arrays(self):

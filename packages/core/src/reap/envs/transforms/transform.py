@@ -472,8 +472,8 @@ class Transform(nn.Module):
 
         None produced: the transform has nothing to act on and does nothing, as in TorchRL, with
         a warning (``NoInKeys``, which the env catches). Some produced: the env is built, its specs
-        transformed, and its resets and steps raise a KeyError (``AbsentInKeys``, with a warning when
-        the env is built; TorchRL's reset skips the absent keys, its first step raises).
+        transformed, and its resets and steps raise a KeyError (``FailsWhenRun``; TorchRL's reset
+        skips the absent keys, its first step raises).
         """
         produced = {*env.root_specs(), *env.next_specs()}
         missing = [key for key in self.in_keys if key not in produced]
@@ -483,16 +483,22 @@ class Transform(nn.Module):
         if len(missing) == len(self.in_keys):
             raise NoInKeys(f"{type(self).__name__}: none of its in_keys {missing} is produced by the env (it has "
                            f"{shown}), so it does nothing; drop it or give it the env's keys")
-        raise AbsentInKeys(f"{type(self).__name__}: in_keys {missing} are not produced by the env (it has "
-                           f"{shown}); its resets and steps raise this KeyError")
+        raise FailsWhenRun(KeyError(f"{type(self).__name__}: in_keys {missing} are not produced by the env (it "
+                                    f"has {shown}); its resets and steps raise this KeyError"))
 
 
 class NoInKeys(Exception):
     """Raised by ``_check_in_keys`` when no in_key is produced: the env keeps the transform inert."""
 
 
-class AbsentInKeys(Exception):
-    """Raised by ``_check_in_keys`` when some in_keys are not produced: the env's steps raise."""
+class FailsWhenRun(Exception):
+    """Raised by ``_attach`` for an env TorchRL builds but cannot run: the env is built, with a
+    warning, and its resets and steps raise ``error`` (TorchRL's raise at the first reset or step).
+    """
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
 
 
 _TORCHRL_HOOKS = (

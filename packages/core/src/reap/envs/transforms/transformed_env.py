@@ -39,7 +39,7 @@ from reap.envs.done import complete_done
 from reap.envs.transforms.compose import Compose, as_transform
 from reap.envs.transforms.layout import Layout
 from reap.envs.transforms.torchrl_hooks import TensorDictHooks
-from reap.envs.transforms.transform import AbsentInKeys, NoInKeys, Transform, runs_on_arrays
+from reap.envs.transforms.transform import FailsWhenRun, NoInKeys, Transform, runs_on_arrays
 from reap.envs.transforms.unwrap import auto_unwrap_transformed_env
 from reap.specs.non_tensor import NonTensor
 from reap.specs.stacked import Stacked, StackedComposite
@@ -60,20 +60,16 @@ def _inverts(transform: Transform, on_arrays: bool) -> bool:
     return bool(transform.in_keys_inv) or type(transform)._inv_call is not Transform._inv_call
 
 
-class _FailsAtStep:
-    """The hooks of a transform whose in_keys the env partly lacks: resets and steps raise."""
+class _FailsWhenRun:
+    """The hooks of a transform the env cannot run (``FailsWhenRun``): resets and steps raise."""
 
-    def __init__(self, message: str):
-        self.message = message
+    def __init__(self, error: Exception):
+        self.error = error
 
-    def on_reset(self, root, t, mask) -> None:
-        raise KeyError(self.message)
+    def _raise(self, *_) -> None:
+        raise type(self.error)(*self.error.args)
 
-    def on_step(self, root, nxt, t) -> None:
-        raise KeyError(self.message)
-
-    def on_action(self, root, t) -> None:
-        raise KeyError(self.message)
+    on_reset = on_step = on_action = _raise
 
 
 class TransformedEnv(EnvBase):
@@ -198,15 +194,15 @@ class TransformedEnv(EnvBase):
         name = type(transform).__name__
         transform.__dict__["_parent"] = self  # while it joins, this env is the chain before it
         transform._bind()
-        absent = None
+        failing_hooks = None
         try:
             transform._attach(self)
         except NoInKeys as inert:  # nothing to act on: in the chain, without a stage (TorchRL's no-op)
             warnings.warn(str(inert), UserWarning, stacklevel=4)
             return
-        except AbsentInKeys as error:  # TorchRL builds the env and fails at its first step
-            warnings.warn(str(error), UserWarning, stacklevel=4)
-            absent = _FailsAtStep(str(error))
+        except FailsWhenRun as failing:  # TorchRL builds the env and fails when it runs
+            warnings.warn(str(failing), UserWarning, stacklevel=4)
+            failing_hooks = _FailsWhenRun(failing.error)
         batch = transform.transform_env_batch_size(self.batch_size)
         if batch != self.batch_size:
             raise ValueError(f"{name}: reap envs keep the base env's batch size {tuple(self.batch_size)}; "
@@ -220,8 +216,8 @@ class TransformedEnv(EnvBase):
         stage = len(layout.root.stages) - 1
         hooks = transform if on_arrays else TensorDictHooks(
             transform, self.batch_size, before, layout.stage_keys(stage), [*actions, *layout.cats["action"]])
-        if absent is not None:
-            hooks = absent
+        if failing_hooks is not None:
+            hooks = failing_hooks
         transform._stage = stage
         self._hooks.append((hooks, stage, _inverts(transform, on_arrays)))
         self._finish()
