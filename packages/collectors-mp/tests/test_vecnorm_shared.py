@@ -42,19 +42,20 @@ def test_env_creator_shares_the_statistics_of_the_envs_it_makes_with_parallel_en
         return (state["transforms.0._extra_state"]["observation_count"].item(),
                 state["transforms.1._extra_state"][f"count{VecNormV2.SEP}reward"].item())
 
+    assert counted() == (2, 1)  # the first env's reset and random step, as TorchRL's
     env = ParallelEnv(2, make, mp_start_method="spawn")
     try:
         env.rollout(4)
     finally:
         env.close()
-    assert counted() == (2 * 5, 2 * 4)  # the workers' resets (not for rewards) and steps, through shared memory
+    assert counted() == (2 + 2 * 5, 1 + 2 * 4)  # the workers' resets (not for rewards) and steps, shared
     first, second = make(), make()
     first.rollout(3)
     second.rollout(2)
-    assert counted() == (10 + 4 + 3, 8 + 2 + 3)  # this process's envs update the same statistics
+    assert counted() == (12 + 4 + 3, 9 + 2 + 3)  # this process's envs update the same statistics
     alone = EnvCreator(make.create_env_fn, share_memory=False)
     alone().rollout(3)
-    assert counted() == (17, 13) and alone.state_dict()["transforms.0._extra_state"]["observation_count"] == 0
+    assert counted() == (19, 14) and alone.state_dict()["transforms.0._extra_state"]["observation_count"] == 0
     first = second = env = make = lock = None  # the lock is a semaphore in /dev/shm until it is freed
     gc.collect()
     assert not shm_left_by_us(shm_segments() - shm_before)

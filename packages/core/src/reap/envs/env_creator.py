@@ -127,7 +127,8 @@ class EnvCreator:
     With ``share_memory=True`` (the default), as TorchRL's, the envs it makes share the statistics
     of their ``VecNorm``/``VecNormV2`` transforms: those of that first env, moved to shared memory,
     which worker processes inherit or get by handle (``ParallelEnv(4, EnvCreator(make_env))``);
-    ``state_dict()`` reads them. Without a lock (``VecNorm(lock=...)``) two processes updating them
+    ``state_dict()`` reads them, and count one reset and one random step of that first env, as
+    TorchRL's. Without a lock (``VecNorm(lock=...)``) two processes updating them
     at the same moment may lose one update.
     """
 
@@ -193,6 +194,8 @@ class EnvCreator:
                     self._meta_data = EnvMetaData.metadata_from_env(env)
                 if self._share_memory and self._statistics is None:
                     self._statistics = [t._share_statistics() for t in _sharing_transforms(env)]
+                    if self._statistics:  # TorchRL's first env takes a reset and a step: they count
+                        env.rand_step(env.reset())
             finally:
                 env.close()
         return self
