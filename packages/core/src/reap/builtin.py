@@ -18,7 +18,7 @@ _TRANSFORMS = (
 _SPECS = ("Binary", "Bounded", "Categorical", "Composite", "OneHot", "Unbounded")
 #: Names importable from their own module, not from ``reap`` itself.
 _SPEC_CLASSES = (
-    "BoundedContinuous", "MultiCategorical", "MultiOneHot", "NonTensor", "Stacked", "StackedComposite", "TensorSpec",
+    "BoundedContinuous", "Choice", "MultiCategorical", "MultiOneHot", "NonTensor", "Stacked", "StackedComposite", "TensorSpec",
     "UnboundedContinuous", "UnboundedDiscrete",
 )
 _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")

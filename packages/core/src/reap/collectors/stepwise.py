@@ -32,7 +32,8 @@ from tensordict.utils import is_non_tensor
 
 from reap.collectors.base import is_private_key
 from reap.envs.base import EnvBase, _tensordict_policy, is_hidden
-from reap.specs import Composite, NonTensor
+from reap.specs import Composite
+from reap.specs.non_tensor import holds_non_tensor
 from reap.specs.stacked import Stacked, StackedComposite
 
 TRAJ_KEY = ("collector", "traj_ids")
@@ -62,7 +63,7 @@ def stepwise_reason(env: EnvBase) -> str | None:
         for key, sub in spec.items(True):
             if isinstance(sub, (Stacked, StackedComposite)):
                 return f"heterogeneous (lazy-stacked) entry {key!r}"
-            if isinstance(sub, NonTensor):
+            if holds_non_tensor(sub):
                 return f"non-tensor entry {key!r}"
     done = [k for k in env.done_keys if isinstance(k, tuple)]
     if done or "done" not in env.done_keys:

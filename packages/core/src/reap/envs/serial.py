@@ -16,7 +16,7 @@ import torch
 from tensordict import LazyStackedTensorDict
 
 from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
-from reap.specs.non_tensor import NonTensor
+from reap.specs.non_tensor import holds_non_tensor
 from reap.specs.stacked import Stacked, StackedComposite
 
 
@@ -89,7 +89,7 @@ def sub_env_layout(env: EnvBase) -> tuple:
 def needs_tensordicts(env: EnvBase) -> bool:
     """Whether ``env`` has an entry no step array can hold: a heterogeneous (lazy-stacked) one, a
     non-tensor one (a string, say) or one with a dynamic (``-1``) dim."""
-    return any(isinstance(sub, (Stacked, StackedComposite, NonTensor)) or -1 in sub.shape
+    return any(isinstance(sub, (Stacked, StackedComposite)) or holds_non_tensor(sub) or -1 in sub.shape
                for spec in (env.output_spec, env.input_spec) for _, sub in spec.items(True))
 
 

@@ -2,7 +2,7 @@
 
 The classes, constructors and methods are TorchRL 0.14's (``Unbounded``, ``Bounded``,
 ``Categorical``, ``OneHot``, ``Binary``, ``MultiOneHot``, ``MultiCategorical``, ``NonTensor``,
-``Composite`` with nested keys, and the lazy ``Stacked``/``StackedComposite``), as are their values: the same seed
+``Composite`` with nested keys, ``Choice``, and the lazy ``Stacked``/``StackedComposite``), as are their values: the same seed
 draws the same ``rand()``. Shapes include the environment's batch dimensions.
 
 Examples:
@@ -32,6 +32,7 @@ from reap.specs.base import (
     TensorSpec,
     implements_for_spec,
 )
+from reap.specs.choice import Choice
 from reap.specs.composite import Composite
 from reap.specs.continuous import (
     Bounded,
@@ -47,7 +48,7 @@ from reap.specs.stacked import Stacked, StackedComposite
 
 __all__ = [
     "Binary", "BinaryBox", "Bounded", "BoundedContinuous", "BoundedDiscrete", "Box", "BoxList", "Categorical",
-    "CategoricalBox", "Composite", "ContinuousBox", "DiscreteBox", "MultiCategorical", "MultiOneHot", "NonTensor",
+    "CategoricalBox", "Choice", "Composite", "ContinuousBox", "DiscreteBox", "MultiCategorical", "MultiOneHot", "NonTensor",
     "OneHot",
     "Stacked", "StackedComposite", "TensorSpec", "Unbounded", "UnboundedContinuous", "UnboundedDiscrete",
     "implements_for_spec",

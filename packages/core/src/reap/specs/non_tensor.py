@@ -22,6 +22,7 @@ from tensordict import NonTensorData, lazy_stack, set_capture_non_tensor_stack
 from tensordict.utils import is_non_tensor
 
 from reap.specs.base import TensorSpec, _size, _torchrl_data
+from reap.specs.choice import Choice
 
 
 class NonTensor(TensorSpec):
@@ -102,6 +103,11 @@ class NonTensor(TensorSpec):
     def to_torchrl(self):
         return _torchrl_data().NonTensor(shape=self.shape, device=self.device, dtype=self.dtype,
                                          example_data=self.example_data, feature_dims=self.feature_dims)
+
+
+def holds_non_tensor(spec: TensorSpec) -> bool:
+    """Whether values of ``spec`` are not tensors: a ``NonTensor``, or a ``Choice`` of non-tensor values."""
+    return isinstance(spec, NonTensor) or (isinstance(spec, Choice) and spec.dtype is None)
 
 
 def spec_of_non_tensor(value) -> NonTensor:

@@ -41,7 +41,7 @@ from reap.envs.transforms.layout import Layout
 from reap.envs.transforms.torchrl_hooks import TensorDictHooks
 from reap.envs.transforms.transform import FailsWhenRun, NoInKeys, Transform, runs_on_arrays
 from reap.envs.transforms.unwrap import auto_unwrap_transformed_env
-from reap.specs.non_tensor import NonTensor
+from reap.specs.non_tensor import holds_non_tensor
 from reap.specs.stacked import Stacked, StackedComposite
 
 
@@ -469,7 +469,7 @@ def _needs_tensordicts(env: EnvBase) -> bool:
 
 
 def _has_non_tensor(env: EnvBase) -> bool:
-    return any(isinstance(sub, NonTensor) for spec in (env.output_spec, env.input_spec)
+    return any(holds_non_tensor(sub) for spec in (env.output_spec, env.input_spec)
                for _, sub in spec.items(True, True))
 
 
