@@ -53,6 +53,8 @@ def stepwise_reason(env: EnvBase) -> str | None:
     """
     if env._skips_steps:
         return "a transform that skips steps (ConditionalSkip)"
+    if env._resets_itself:
+        return "an env that resets itself (AutoResetEnv)"
     actions = list(env.action_keys)
     if len(actions) != 1:
         return f"{len(actions)} action keys {actions}"
@@ -215,14 +217,16 @@ class StepwiseRollout:
         td = self.carrier
         for _ in range(self.steps):
             td = self._act(td, random)
+            # kept out of the step: a partial reset pads what it does not write in the reset envs
+            collector = td.pop("collector") if self.track_traj_ids else None
             stepped, root = env.step_and_maybe_reset(td)
             for reset_key in env.reset_keys:
                 root.pop(reset_key, None)
             out.append(stepped)
             if self.track_traj_ids:
-                # the step and the next root share the "collector" sub-TensorDict: give the root its own
+                stepped.set("collector", collector)
                 ids = stepped.get(TRAJ_KEY)
-                root.set("collector", stepped.get("collector").copy())
+                root.set("collector", collector.copy())
                 ended = _end_of_traj(stepped.get("next"), done_keys, nb)
                 if ended is not None and ended.any():
                     root.set(TRAJ_KEY, ids.masked_scatter(ended, self._new_ids(int(ended.sum()))))

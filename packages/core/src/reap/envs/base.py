@@ -73,12 +73,14 @@ def is_hidden(key) -> bool:
 
 class _EnvMeta(type):
     """Locks the specs once the env is built, as TorchRL's ``EnvBase`` (``spec_locked=False``: not);
-    with ``policy=`` (TorchRL's keyword, on every env class) returns the env with the transforms the
+    with ``auto_reset=True`` returns it in an ``AutoResetEnv`` (see ``transforms.auto_reset``); with ``policy=`` (TorchRL's keyword, on every env class) returns the env with the transforms the
     policy needs appended (``InitTracker``, recurrent primers: see
     :func:`reap.collectors.policy_transforms.env_with_policy_transforms`)."""
 
     def __call__(cls, *args, **kwargs):
         spec_locked = kwargs.pop("spec_locked", True)
+        auto_reset = kwargs.pop("auto_reset", False)
+        auto_reset_replace = kwargs.pop("auto_reset_replace", True)
         policy = kwargs.pop("policy", None)
         env = super().__call__(*args, **kwargs)
         if isinstance(env, EnvBase) and not env.__dict__.get("_specs_initialized"):
@@ -90,6 +92,10 @@ class _EnvMeta(type):
         env._complete_done_specs()
         env._check_key_collisions()
         env.set_spec_lock_(bool(spec_locked))
+        if auto_reset:  # TorchRL's: an env whose own steps reset it
+            from reap.envs.transforms.auto_reset import AutoResetEnv, AutoResetTransform
+
+            env = AutoResetEnv(env, AutoResetTransform(replace=auto_reset_replace))
         if policy is not None:
             from reap.collectors.policy_transforms import env_with_policy_transforms
 
@@ -104,6 +110,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     microsecond, and envs write some on every step; ``register_buffer`` is here for the envs
     that keep tensors so.
     """
+
+    _resets_itself = False  # an AutoResetEnv: its done envs' next reset gives what its step kept
 
     def __new__(cls, *args, _batch_locked: bool = True, _inplace_update: bool = False, **kwargs):
         # TorchRL's signature, so that a subclass's ``__new__`` may pass its arguments on
@@ -123,8 +131,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
             raise ValueError(f"{type(self).__name__}: run_type_checks=True is not supported; check the env "
                              "once with reap.envs.utils.check_env_specs(env)")
         if auto_reset:
-            raise ValueError(f"{type(self).__name__}: auto_reset=True is not supported; reap's rollout() and "
-                             "collectors reset done envs themselves (leave auto_reset out)")
+            raise ValueError(f"{type(self).__name__}: auto_reset=True is read when the env is built "
+                             f"({type(self).__name__}(..., auto_reset=True)), not by EnvBase.__init__")
         self.__dict__["_allow_done_after_reset"] = allow_done_after_reset
         self.__dict__["_batch_size"] = torch.Size(() if batch_size is None else batch_size)
         self.__dict__["_device"] = _ordinal(device)

@@ -230,9 +230,13 @@ class StepCounter(Transform):
 
     def transform_input_spec(self, input_spec):
         done_spec = self.parent.output_spec["full_done_spec"]
+        state_spec = input_spec["full_state_spec"]
         for root, count_key, _, _ in self._groups():
-            input_spec["full_state_spec"][count_key] = self._count_spec(group_shape(done_spec, root),
-                                                                        input_spec.device)
+            for depth in range(1, len(root) + 1):  # the count's groups have their done groups' shapes
+                if root[:depth] not in state_spec.keys(True):
+                    state_spec[root[:depth]] = Composite(shape=done_spec[root[:depth]].shape,
+                                                         device=input_spec.device)
+            state_spec[count_key] = self._count_spec(group_shape(done_spec, root), input_spec.device)
         return input_spec
 
     # ---- arrays --------------------------------------------------------------------------------

@@ -459,8 +459,9 @@ class TransformedEnv(EnvBase):
 
 def _needs_tensordicts(env: EnvBase) -> bool:
     """Whether ``env`` has done flags in nested groups, a heterogeneous (lazy-stacked) entry or a
-    non-tensor one, or is batch-unlocked (takes any batch: no array layout fits it)."""
-    if any(isinstance(key, tuple) for key in env.reset_keys) or not env.batch_locked:
+    non-tensor one, or is batch-unlocked (takes any batch: no array layout fits it), or is a
+    env that resets itself (an ``AutoResetEnv``)."""
+    if any(isinstance(key, tuple) for key in env.reset_keys) or not env.batch_locked or env._resets_itself:
         return True
     for spec in (env.output_spec, env.input_spec):
         if any(isinstance(sub, (Stacked, StackedComposite)) for _, sub in spec.items(True)):
