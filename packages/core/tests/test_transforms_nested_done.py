@@ -17,6 +17,7 @@ from tensordict import LazyStackedTensorDict, TensorDict
 
 from reap.envs import EnvBase
 from reap.envs.transforms import Compose, InitTracker, StepCounter, TransformedEnv
+from reap.envs.utils import check_env_specs
 from reap.specs import Categorical, Composite, Unbounded
 
 TEAMS = {"red": 2, "blue": 3}
@@ -216,6 +217,8 @@ def test_lazy_stacked_env_matches_torchrl():
     assert flags(ours, env) == flags(theirs, ref_env)
     # max_steps=2 ends every episode before the env does (at a count of 3), in both envs
     assert flags(ours, env)[("next", "agents", "step_count")][2] == ([1, 1, 2, 2] * 3 + [1, 1]) * 2
+    assert env.full_state_spec["agents"].shape == env.full_done_spec["agents"].shape == (2, 2)  # the count's group
+    check_env_specs(env)
 
 
 def test_each_team_gets_its_own_entries():
