@@ -157,6 +157,12 @@ def test_bad_options_name_the_argument(kwargs, error, match):
         c.enable_profile(**kwargs)
 
 
+def test_workers_are_a_sorted_list_as_torchrls():
+    assert ProfileConfig().workers == [0] and ProfileConfig(workers=[2, 0, 2]).workers == [0, 2]
+    torchrl_collectors = pytest.importorskip("torchrl.collectors")
+    assert ProfileConfig(workers=[1]).workers == torchrl_collectors.ProfileConfig(workers=[1]).workers
+
+
 def test_config_or_keywords_not_both():
     with collector() as c:
         with pytest.raises(TypeError, match="pass a ProfileConfig or its fields as keywords, not both"):

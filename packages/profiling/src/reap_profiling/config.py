@@ -104,7 +104,7 @@ class ProfileConfig:
             isinstance(w, int) and not isinstance(w, bool) and w >= 0 for w in workers
         ):
             raise ValueError(f"ProfileConfig: workers must be a list of worker indices (ints >= 0), got {self.workers!r}")
-        object.__setattr__(self, "workers", tuple(sorted(set(workers))))
+        object.__setattr__(self, "workers", sorted(set(workers)))  # a list, as TorchRL's
         _check_int("num_rollouts", self.num_rollouts, 1)
         _check_int("warmup_rollouts", self.warmup_rollouts, 0)
         if self.num_rollouts <= self.warmup_rollouts:
