@@ -6,7 +6,8 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 
 #: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
 _NEW_TRANSFORMS = (
-    "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "ConditionalSkip", "DTypeCastTransform", "Hash", "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",
+    "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "ConditionalSkip", "DTypeCastTransform", "Hash",
+    "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",
     "Reward2GoTransform", "SignTransform", "SqueezeTransform", "Stack", "TargetReturn", "ToTensorImage",
     "UnaryTransform", "VecNormV2",
 )
@@ -18,7 +19,8 @@ _TRANSFORMS = (
 _SPECS = ("Binary", "Bounded", "Categorical", "Composite", "OneHot", "Unbounded")
 #: Names importable from their own module, not from ``reap`` itself.
 _SPEC_CLASSES = (
-    "BoundedContinuous", "Choice", "MultiCategorical", "MultiOneHot", "NonTensor", "Stacked", "StackedComposite", "TensorSpec",
+    "BoundedContinuous", "Choice", "MultiCategorical", "MultiOneHot", "NonTensor", "Stacked", "StackedComposite",
+    "TensorSpec",
     "UnboundedContinuous", "UnboundedDiscrete",
 )
 _SPEC_BOXES = ("BinaryBox", "BoundedDiscrete", "Box", "BoxList", "CategoricalBox", "ContinuousBox", "DiscreteBox")

@@ -73,7 +73,8 @@ def is_hidden(key) -> bool:
 
 class _EnvMeta(type):
     """Locks the specs once the env is built, as TorchRL's ``EnvBase`` (``spec_locked=False``: not);
-    with ``auto_reset=True`` returns it in an ``AutoResetEnv`` (see ``transforms.auto_reset``); with ``policy=`` (TorchRL's keyword, on every env class) returns the env with the transforms the
+    with ``auto_reset=True`` returns it in an ``AutoResetEnv`` (see ``transforms.auto_reset``); with
+    ``policy=`` (TorchRL's keyword, on every env class) returns the env with the transforms the
     policy needs appended (``InitTracker``, recurrent primers: see
     :func:`reap.collectors.policy_transforms.env_with_policy_transforms`)."""
 

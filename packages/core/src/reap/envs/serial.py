@@ -90,8 +90,9 @@ def needs_tensordicts(env: EnvBase) -> bool:
     """Whether ``env`` has an entry no step array can hold: a heterogeneous (lazy-stacked) one, a
     non-tensor one (a string, say) or one with a dynamic (``-1``) dim, or resets itself (an
     ``AutoResetEnv``)."""
-    return env._resets_itself or any(isinstance(sub, (Stacked, StackedComposite)) or holds_non_tensor(sub) or -1 in sub.shape
-               for spec in (env.output_spec, env.input_spec) for _, sub in spec.items(True))
+    return env._resets_itself or any(
+        isinstance(sub, (Stacked, StackedComposite)) or holds_non_tensor(sub) or -1 in sub.shape
+        for spec in (env.output_spec, env.input_spec) for _, sub in spec.items(True))
 
 
 def split_reset(env: EnvBase, tensordict) -> list:

@@ -2,7 +2,8 @@
 
 The classes, constructors and methods are TorchRL 0.14's (``Unbounded``, ``Bounded``,
 ``Categorical``, ``OneHot``, ``Binary``, ``MultiOneHot``, ``MultiCategorical``, ``NonTensor``,
-``Composite`` with nested keys, ``Choice``, and the lazy ``Stacked``/``StackedComposite``), as are their values: the same seed
+``Composite`` with nested keys, ``Choice``, and the lazy ``Stacked``/``StackedComposite``), as are
+their values: the same seed
 draws the same ``rand()``. Shapes include the environment's batch dimensions.
 
 Examples:
@@ -48,8 +49,8 @@ from reap.specs.stacked import Stacked, StackedComposite
 
 __all__ = [
     "Binary", "BinaryBox", "Bounded", "BoundedContinuous", "BoundedDiscrete", "Box", "BoxList", "Categorical",
-    "CategoricalBox", "Choice", "Composite", "ContinuousBox", "DiscreteBox", "MultiCategorical", "MultiOneHot", "NonTensor",
-    "OneHot",
+    "CategoricalBox", "Choice", "Composite", "ContinuousBox", "DiscreteBox", "MultiCategorical", "MultiOneHot",
+    "NonTensor", "OneHot",
     "Stacked", "StackedComposite", "TensorSpec", "Unbounded", "UnboundedContinuous", "UnboundedDiscrete",
     "implements_for_spec",
 ]

@@ -63,6 +63,7 @@ class AutoResetTransform(Transform):
         self.fill_int = fill_int
         self.fill_bool = fill_bool
         self._kept: list | None = None  # (group, part, key, value) of the last done step
+        self._done_groups: list | None = None  # _groups' answer: the base env's specs do not change
 
     def _env(self) -> AutoResetEnv:
         if type(self.container) is not AutoResetEnv:
@@ -74,10 +75,15 @@ class AutoResetTransform(Transform):
             return self.fill_float
         return self.fill_int if value.dtype.is_signed else self.fill_bool
 
-    def _groups(self, env: AutoResetEnv) -> list:
+    def _groups(self) -> list:
         """(group key, done key, its observation keys relative to the group), per done group: the
         top-level one alone, or each nested group (TorchRL's simple and grouped cases)."""
-        base = env.base_env
+        if self._done_groups is None:
+            self._done_groups = self._find_groups(self._env().base_env)
+        return self._done_groups
+
+    @staticmethod
+    def _find_groups(base) -> list:
         observations = list(base.full_observation_spec.keys(True, True))
         done_keys = [k for k in base.done_keys if (k if isinstance(k, str) else k[-1]) == "done"]
         if "done" in done_keys:
@@ -95,7 +101,7 @@ class AutoResetTransform(Transform):
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         kept = []
-        for group, done_key, keys in self._groups(self._env()):
+        for group, done_key, keys in self._groups():
             done = next_tensordict.get(done_key)
             if not done.any():
                 continue
@@ -105,8 +111,8 @@ class AutoResetTransform(Transform):
                     kept.append((group, index, key, value))
                     fill = self._fill(value)
                     if fill is not None:
-                        mask_ = mask.reshape(*mask.shape, *[1] * (value.ndim - mask.ndim))
-                        part.set(key, torch.where(mask_, torch.full_like(value, fill), value))
+                        rows = mask.reshape(*mask.shape, *[1] * (value.ndim - mask.ndim))
+                        part.set(key, torch.where(rows, torch.full_like(value, fill), value))
         self._kept = kept or None
         return next_tensordict
 

@@ -60,7 +60,7 @@ def _inverts(transform: Transform, on_arrays: bool) -> bool:
     return bool(transform.in_keys_inv) or type(transform)._inv_call is not Transform._inv_call
 
 
-class _FailsWhenRun:
+class _RaisingHooks:
     """The hooks of a transform the env cannot run (``FailsWhenRun``): resets and steps raise."""
 
     def __init__(self, error: Exception):
@@ -202,7 +202,7 @@ class TransformedEnv(EnvBase):
             return
         except FailsWhenRun as failing:  # TorchRL builds the env and fails when it runs
             warnings.warn(str(failing), UserWarning, stacklevel=4)
-            failing_hooks = _FailsWhenRun(failing.error)
+            failing_hooks = _RaisingHooks(failing.error)
         batch = transform.transform_env_batch_size(self.batch_size)
         if batch != self.batch_size:
             raise ValueError(f"{name}: reap envs keep the base env's batch size {tuple(self.batch_size)}; "
@@ -459,8 +459,8 @@ class TransformedEnv(EnvBase):
 
 def _needs_tensordicts(env: EnvBase) -> bool:
     """Whether ``env`` has done flags in nested groups, a heterogeneous (lazy-stacked) entry or a
-    non-tensor one, or is batch-unlocked (takes any batch: no array layout fits it), or is a
-    env that resets itself (an ``AutoResetEnv``)."""
+    non-tensor one, or is batch-unlocked (takes any batch: no array layout fits it), or resets
+    itself (an ``AutoResetEnv``)."""
     if any(isinstance(key, tuple) for key in env.reset_keys) or not env.batch_locked or env._resets_itself:
         return True
     for spec in (env.output_spec, env.input_spec):
