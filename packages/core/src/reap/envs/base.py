@@ -80,7 +80,8 @@ class _EnvMeta(type):
 
     def __call__(cls, *args, **kwargs):
         spec_locked = kwargs.pop("spec_locked", True)
-        auto_reset = kwargs.pop("auto_reset", False)
+        # an env class that refuses auto_reset itself (GymEnv) gets the keyword in its __init__
+        auto_reset = False if cls._refuses_auto_reset else kwargs.pop("auto_reset", False)
         auto_reset_replace = kwargs.pop("auto_reset_replace", True)
         policy = kwargs.pop("policy", None)
         env = super().__call__(*args, **kwargs)
@@ -113,6 +114,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     """
 
     _resets_itself = False  # an AutoResetEnv: its done envs' next reset gives what its step kept
+    _refuses_auto_reset = False  # auto_reset=True goes to __init__, which refuses it with the reason
 
     def __new__(cls, *args, _batch_locked: bool = True, _inplace_update: bool = False, **kwargs):
         # TorchRL's signature, so that a subclass's ``__new__`` may pass its arguments on

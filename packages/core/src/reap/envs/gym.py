@@ -129,6 +129,8 @@ class GymEnv(EnvBase):
             defaults to True, as in TorchRL).
     """
 
+    _refuses_auto_reset = True  # its __init__ refuses the keyword: gymnasium envs do not reset themselves
+
     available_envs = _RegisteredIds()
     lib = gym  # TorchRL's: the library the env comes from
 
