@@ -40,6 +40,28 @@ def test_replace_false_keeps_what_the_env_returned():
     assert rollout["count"][0].flatten().tolist() == [0, 1, 0, 1]
 
 
+def test_fill_values_are_chosen_per_dtype():
+    transform = AutoResetTransform(fill_float=-5.0, fill_int=7, fill_bool=True)
+    rollout = AutoResetEnv(LoopingEnv(), transform).rollout(2, break_when_any_done=False)
+    assert rollout["next", "count"][0].flatten().tolist() == [1.0, -5.0]
+    assert rollout["next", "parity"][0].flatten().tolist() == [1, 7]
+    assert rollout["next", "odd"][0].flatten().tolist() == [True, True]
+    keep = AutoResetEnv(LoopingEnv(), AutoResetTransform(fill_float=None)).rollout(2, break_when_any_done=False)
+    assert keep["next", "count"][0].flatten().tolist() == [1.0, 0.0] and keep["next", "parity"][0, 1].item() == -1
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"replace": "yes"}, "replace must be True, False or None, got 'yes'"),
+    ({"fill_float": "inf"}, "fill_float must be a float or None, got 'inf'"),
+    ({"fill_int": 1.5}, "fill_int must be a int or None, got 1.5"),
+    ({"fill_int": True}, "fill_int must be a int or None, got True"),
+    ({"fill_bool": 0}, "fill_bool must be a bool or None, got 0"),
+])
+def test_bad_fill_values_are_named(kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        AutoResetTransform(**kwargs)
+
+
 def test_rollouts_are_torchrls():
     torchrl_envs = pytest.importorskip("torchrl.envs")
     torchrl_data = pytest.importorskip("torchrl.data")

@@ -57,9 +57,18 @@ class AutoResetTransform(Transform):
     def __init__(self, *, replace: bool | None = None, fill_float="nan", fill_int: int | None = -1,
                  fill_bool: bool | None = False):
         super().__init__()
+        if replace not in (None, True, False):
+            raise TypeError(f"AutoResetTransform: replace must be True, False or None, got {replace!r}")
+        fill_float = float("nan") if fill_float == "nan" else fill_float
+        for name, value, kind in (("fill_float", fill_float, float), ("fill_int", fill_int, int),
+                                  ("fill_bool", fill_bool, bool)):
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            fits = isinstance(value, bool) if kind is bool else numeric and (kind is float or isinstance(value, int))
+            if value is not None and not fits:
+                raise TypeError(f"AutoResetTransform: {name} must be a {kind.__name__} or None, got {value!r}")
         if replace is False:
             fill_float = fill_int = fill_bool = None
-        self.fill_float = float("nan") if fill_float == "nan" else fill_float
+        self.fill_float = fill_float
         self.fill_int = fill_int
         self.fill_bool = fill_bool
         self._kept: list | None = None  # (group, part, key, value) of the last done step
@@ -140,18 +149,12 @@ class AutoResetEnv(TransformedEnv):
         super()._rebuild()
         self.__dict__["_on_tensordicts"] = True  # the base env's own steps reset: TorchRL's hooks order them
 
-    def _reset(self, tensordict=None, **kwargs):
-        if tensordict is not None:
-            tensordict = tensordict.select(*self.reset_keys, *self.full_state_spec.keys(True, True), strict=False)
+    def _reset_base(self, tensordict, **kwargs):
         base = self.base_env
         if tensordict is not None and any(key in tensordict.keys(True) for key in base.reset_keys):
-            tensordict_reset = tensordict.exclude(*base.reset_keys)  # the base env reset itself already
-        else:
-            tensordict_reset = base._reset(tensordict, **kwargs) if base._torchrl_style else base.reset(**kwargs)
-        if tensordict is None:
-            tensordict = tensordict_reset.empty()
-        complete_done(base.full_done_spec, tensordict_reset)
-        return self.transform._reset(tensordict, tensordict_reset)
+            # the done envs reset themselves at their last step: the transform fills in what they gave
+            return complete_done(base.full_done_spec, tensordict.exclude(*base.reset_keys))
+        return super()._reset_base(tensordict, **kwargs)
 
     def insert_transform(self, index: int, transform) -> TransformedEnv:
         raise RuntimeError(f"Cannot insert a transform in {type(self).__name__}: wrap it in a TransformedEnv "

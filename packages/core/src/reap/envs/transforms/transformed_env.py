@@ -401,13 +401,17 @@ class TransformedEnv(EnvBase):
         if tensordict is not None:  # the reset flags and the state only, as TorchRL's
             tensordict = tensordict.select(*self.reset_keys, *self.full_state_spec.keys(True, True), strict=False)
         tensordict = self.transform._reset_env_preprocess(tensordict)
-        base = self.base_env
-        if base._torchrl_style:
-            tensordict_reset = complete_done(base.full_done_spec, base._reset(tensordict, **kwargs))
-        else:  # an env of the array API (its reset consumes the reset flags of what it is given)
-            tensordict_reset = base.reset(None if tensordict is None else tensordict.clone(), **kwargs)
+        tensordict_reset = self._reset_base(tensordict, **kwargs)
         source = tensordict_reset.empty() if tensordict is None else tensordict
         return self.transform._reset(source, tensordict_reset)
+
+    def _reset_base(self, tensordict, **kwargs):
+        """The base env's reset output for ``tensordict`` (its reset flags and state), done flags complete."""
+        base = self.base_env
+        if base._torchrl_style:
+            return complete_done(base.full_done_spec, base._reset(tensordict, **kwargs))
+        # an env of the array API (its reset consumes the reset flags of what it is given)
+        return base.reset(None if tensordict is None else tensordict.clone(), **kwargs)
 
     def _set_seed(self, seed):
         self.base_env._set_seed(seed)
