@@ -249,7 +249,8 @@ def test_reap_collect_cli_backend_ray(capsys):
 
 
 @pytest.mark.parametrize("name", ["reap_ray", "reap_ray.collector", "reap_ray.replay_buffer", "reap_ray.batches",
-                                  "reap_ray.weight_sync", "reap_ray.plugin", "reap_ray.testing"])
+                                  "reap_ray.weight_sync", "reap_ray.plugin", "reap_ray.testing",
+                                  "reap_ray.eval_worker"])
 def test_docstring_examples_run(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
@@ -259,7 +260,7 @@ def test_docstring_examples_run(name):
 def test_public_classes_have_examples():
     import reap
 
-    for name in ("RayCollector", "RayReplayBuffer", "RayWeightUpdater", "RayWeightSyncScheme"):
+    for name in ("RayCollector", "RayReplayBuffer", "RayWeightUpdater", "RayWeightSyncScheme", "RayEvalWorker"):
         assert ">>>" in getattr(reap, name).__doc__, name
 
 

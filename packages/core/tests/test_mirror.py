@@ -38,8 +38,8 @@ TORCHRL_MODULES = ["torchrl" + module.removeprefix("reap") for module in TORCHRL
 # raises NotInReapError naming TorchRL's import (the long modules, envs, data, modules, are
 # checked by the same rule without a list).
 NOT_IN_REAP = {
-    "reap.collectors": ["AsyncBatchedCollector", "Evaluator", "RemoteModuleWeightUpdater"],
-    "reap.collectors.distributed": ["DEFAULT_SLURM_CONF", "RayEvalWorker", "submitit_delayed_launcher"],
+    "reap.collectors": ["AsyncBatchedCollector", "RemoteModuleWeightUpdater"],
+    "reap.collectors.distributed": ["DEFAULT_SLURM_CONF", "submitit_delayed_launcher"],
     # multi-agent groups: reap's specs have flat keys, no agent groups
     "reap.envs.utils": ["MarlGroupMapType", "check_marl_grouping"],
     "reap.data.replay_buffers.writers": ["ImmutableDatasetWriter", "WriterEnsemble"],
@@ -47,7 +47,7 @@ NOT_IN_REAP = {
                                           "StoreStorage"],
     "reap.weight_update": ["DistributedTransport", "InitialSyncTransport", "MPTransport", "RPCTransport",
                            "RayModuleTransformScheme", "RayTransport", "SharedMemTransport", "TransportBackend",
-                           "WeightStrategy", "WeightSyncBackend"],
+                           "WeightSyncBackend"],
 }
 
 

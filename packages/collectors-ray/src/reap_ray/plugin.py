@@ -17,6 +17,7 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 EXPORTS = {
     "RayCollector": "reap_ray.collector:RayCollector",
     "RayCollectorError": "reap_ray.collector:RayCollectorError",
+    "RayEvalWorker": "reap_ray.eval_worker:RayEvalWorker",
     "RayStartError": "reap_ray._ray:RayStartError",
     "RayReplayBuffer": "reap_ray.replay_buffer:RayReplayBuffer",
     "RayWeightUpdater": "reap_ray.weight_sync:RayWeightUpdater",
@@ -25,6 +26,7 @@ EXPORTS = {
 #: TorchRL's module paths of each name (the error classes are reap's own).
 MODULES = {
     "RayCollector": ("reap.collectors.distributed",),
+    "RayEvalWorker": ("reap.collectors.distributed",),
     "RayReplayBuffer": ("reap.data", "reap.data.replay_buffers"),
     "RayWeightUpdater": ("reap.collectors",),
     "RayWeightSyncScheme": ("reap.weight_update",),

@@ -9,7 +9,7 @@ rollout (the other faults are reap_testing's ``EchoEnv(fail_at=, hang_at=, die_a
 Examples:
     >>> from reap_ray.testing import REAP_ACTOR_CLASSES
     >>> REAP_ACTOR_CLASSES
-    ('CollectorActor', 'ReplayBufferActor')
+    ('CollectorActor', 'ReplayBufferActor', 'EvalActor')
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from pathlib import Path
 from reap_testing import EchoEnv
 from reap_testing.leaks import descendant_pids
 
-REAP_ACTOR_CLASSES = ("CollectorActor", "ReplayBufferActor")
+REAP_ACTOR_CLASSES = ("CollectorActor", "ReplayBufferActor", "EvalActor")
 #: A Ray small enough for a 2-core CI machine, with room for a few one-CPU actors.
 SMALL_RAY = {"num_cpus": 6, "object_store_memory": 300 * 2**20}
 
 
 def reap_actors_alive() -> set[str]:
-    """Ids of the reap actors (collectors, replay buffers) of this driver that are not dead."""
+    """Ids of the reap actors (collectors, replay buffers, evaluation workers) of this driver that are not dead."""
     from reap_ray._ray import alive_actor_ids
 
     return alive_actor_ids(REAP_ACTOR_CLASSES, this_job=True)

@@ -33,12 +33,13 @@ _HOMES = {**{n: "reap.specs" for n in (*_SPEC_CLASSES, *_SPEC_BOXES)}, **{n: "re
           **{n: "reap.envs.transforms" for n in _NEW_TRANSFORMS}, "DensifyReward": "reap.postprocs",
           "seed_generator": "reap.envs.seeding", **{n: "reap.collectors.policy_transforms" for n in _MODULE_HELPERS},
           **{n: "reap.envs.transforms.unwrap" for n in _UNWRAP}, "GymWrapper": "reap.envs.gym",
-          **{n: "reap.envs.gym_info" for n in ("BaseInfoDictReader", "default_info_dict_reader")}}
+          **{n: "reap.envs.gym_info" for n in ("BaseInfoDictReader", "default_info_dict_reader")},
+          "Evaluator": "reap.collectors.evaluator", "WeightStrategy": "reap.weight_update"}
 
 #: Core's public names (all importable from ``reap``) by the TorchRL module paths they mirror.
 MODULES = {
     "reap.collectors": (
-        "BaseCollector", "Collector", "DataCollectorBase", "MultiCollector", "RandomPolicy",
+        "BaseCollector", "Collector", "DataCollectorBase", "Evaluator", "MultiCollector", "RandomPolicy",
         "SyncDataCollector", "VanillaWeightUpdater", "WeightUpdaterBase",
     ),
     "reap.collectors.utils": ("split_trajectories",),
@@ -69,7 +70,8 @@ MODULES = {
     "reap.envs.common": ("EnvBase",),
     "reap.envs.libs.gym": ("GymEnv", "GymWrapper", "default_info_dict_reader", *_GYM_BACKEND),
     "reap.envs.gym_like": ("BaseInfoDictReader", "default_info_dict_reader"),
-    "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightSyncScheme", "WeightUpdaterBase"),
+    "reap.weight_update": ("NoWeightSyncScheme", "VanillaWeightUpdater", "WeightStrategy", "WeightSyncScheme",
+                           "WeightUpdaterBase"),
     "reap._utils": ("compile_with_warmup", "seed_generator", *_UNWRAP),
     "reap.modules": ("RandomPolicy", *_MODULE_HELPERS),
     "reap.modules.utils": _MODULE_HELPERS,

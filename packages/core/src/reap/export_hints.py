@@ -49,6 +49,7 @@ EXPORT_HINTS = {
     "RandomSampler": ("reap-replay", ("reap.data", "reap.data.replay_buffers", "reap.data.replay_buffers.samplers")),
     "RayCollector": ("reap-collectors-ray", ("reap.collectors.distributed",)),
     "RayCollectorError": ("reap-collectors-ray", ()),
+    "RayEvalWorker": ("reap-collectors-ray", ("reap.collectors.distributed",)),
     "RayReplayBuffer": ("reap-collectors-ray", ("reap.data", "reap.data.replay_buffers")),
     "RayStartError": ("reap-collectors-ray", ()),
     "RayWeightSyncScheme": ("reap-collectors-ray", ("reap.weight_update",)),
@@ -119,10 +120,10 @@ TORCHRL_ONLY = {
         "set_profiling_enabled", "strtobool", "timeit"
     ),
     "reap.collectors": (
-        "AsyncBatchedCollector", "Evaluator", "RemoteModuleWeightUpdater"
+        "AsyncBatchedCollector", "RemoteModuleWeightUpdater"
     ),
     "reap.collectors.distributed": (
-        "DEFAULT_SLURM_CONF", "RayEvalWorker", "submitit_delayed_launcher"
+        "DEFAULT_SLURM_CONF", "submitit_delayed_launcher"
     ),
     "reap.collectors.utils": (),
     "reap.data": (
@@ -281,6 +282,6 @@ TORCHRL_ONLY = {
     "reap.weight_update": (
         "DistributedTransport", "InitialSyncTransport", "MPTransport", "RPCTransport",
         "RayModuleTransformScheme", "RayTransport", "SharedMemTransport", "TransportBackend",
-        "WeightStrategy", "WeightSyncBackend"
+        "WeightSyncBackend"
     ),
 }

@@ -177,6 +177,108 @@ def weights_from_update_args(policy_or_weights=None, *, model_id=None, weights_d
     return policy_or_weights
 
 
+class WeightStrategy:
+    """Takes weights out of a model and puts them into another: TorchRL's ``WeightStrategy``.
+
+    ``extract_as="tensordict"`` (the default) gives a module's parameters and buffers as a
+    TensorDict sharing their storage, plus what its ``get_extra_state()`` returns under
+    ``"__extra_state__"`` (running statistics that are not buffers); ``"state_dict"`` gives
+    ``module.state_dict()``. A TensorDict or a (state) dict passes through in the asked form.
+    ``apply_weights`` reads either form: in place (the default) it copies into the destination's
+    tensors after the checks of ``update_policy_weights_`` (same keys and shapes, exact casts
+    only; the error names the key); ``inplace=False`` makes the weights the module's own
+    tensors (parameters stay ``nn.Parameter``). ``"__extra_state__"`` goes to the destination
+    module's ``set_extra_state``.
+
+    Examples:
+        >>> import torch
+        >>> strategy = WeightStrategy()
+        >>> trained, policy = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+        >>> weights = strategy.extract_weights(trained)
+        >>> sorted(weights.keys())
+        ['bias', 'weight']
+        >>> strategy.apply_weights(policy, weights)
+        >>> torch.equal(policy.weight, trained.weight)
+        True
+        >>> sorted(WeightStrategy("state_dict").extract_weights(trained))
+        ['bias', 'weight']
+    """
+
+    def __init__(self, extract_as: str = "tensordict"):
+        if extract_as not in ("tensordict", "state_dict"):
+            raise ValueError(f"WeightStrategy: extract_as must be 'tensordict' or 'state_dict', got {extract_as!r}")
+        self.extract_as = extract_as
+
+    def extract_weights(self, source):
+        """The weights of ``source`` (a module, a TensorDict or a state dict) in ``extract_as`` form."""
+        if self.extract_as == "state_dict":
+            if isinstance(source, torch.nn.Module):
+                return source.state_dict()
+            if isinstance(source, TensorDictBase):
+                return source.flatten_keys(".").to_dict()
+            if isinstance(source, Mapping):
+                return source
+            raise TypeError(f"WeightStrategy.extract_weights: source must be an nn.Module, a TensorDict or a "
+                            f"state dict, got {type(source).__name__}")
+        if isinstance(source, torch.nn.Module):
+            weights = TensorDict.from_module(source)
+            extra = _extra_state(source)
+            if extra:
+                weights[EXTRA_STATE_KEY] = TensorDict(dict(extra))
+            return weights
+        if isinstance(source, TensorDictBase):
+            return source
+        return as_weights(source)
+
+    def apply_weights(self, destination, weights, inplace: bool = True) -> None:
+        """Write ``weights`` (a TensorDict or a state dict; None does nothing) into ``destination``
+        (a module, a TensorDict or a state dict; only a module takes ``inplace=False``)."""
+        if weights is None:
+            return
+        weights = as_weights(weights)
+        extra = None
+        if EXTRA_STATE_KEY in weights.keys():
+            extra = weights[EXTRA_STATE_KEY].clone().flatten_keys(".").to_dict()
+            weights = weights.exclude(EXTRA_STATE_KEY)
+        if isinstance(destination, torch.nn.Module):
+            own = TensorDict.from_module(destination)
+            if inplace:
+                copy_weights(own, weights)
+            else:
+                _as_own_tensors(match_weights(own, weights), own).to_module(destination)
+            if extra is not None:
+                destination.set_extra_state(extra)
+            return
+        if not isinstance(destination, (TensorDictBase, Mapping)):
+            raise TypeError(f"WeightStrategy.apply_weights: destination must be an nn.Module, a TensorDict or a "
+                            f"state dict, got {type(destination).__name__}")
+        if not inplace:
+            raise ValueError("WeightStrategy.apply_weights: a TensorDict or state dict destination is updated in "
+                             "place only; leave inplace=True")
+        copy_weights(destination if isinstance(destination, TensorDictBase) else as_weights(destination), weights)
+
+
+#: where ``WeightStrategy`` keeps a module's ``get_extra_state()`` among its weights (TorchRL's key)
+EXTRA_STATE_KEY = "__extra_state__"
+
+
+def _extra_state(module: torch.nn.Module):
+    if type(module).get_extra_state is torch.nn.Module.get_extra_state:  # the default raises
+        return None
+    return module.get_extra_state()
+
+
+def _as_own_tensors(weights: TensorDictBase, own: TensorDictBase) -> TensorDictBase:
+    """``weights`` with each leaf an ``nn.Parameter`` where ``own`` has one (``to_module`` then
+    keeps the module's parameters parameters)."""
+    def wrap(value, current):
+        if isinstance(current, torch.nn.Parameter):
+            return torch.nn.Parameter(value, requires_grad=current.requires_grad)
+        return value
+
+    return weights.apply(wrap, own)
+
+
 class WeightUpdaterBase:
     """Pushes weights from the trainer to a collector (or to some of its workers)."""
 

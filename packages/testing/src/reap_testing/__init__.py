@@ -26,11 +26,18 @@ from reap_testing.leaks import (
     wait_gone,
     worker_pids,
 )
-from reap_testing.policies import ConstantPolicy, FaultyPolicy, RaisingPolicy, constant_policy
+from reap_testing.policies import (
+    ConstantPolicy,
+    ConstantPolicyFactory,
+    FaultyPolicy,
+    RaisingPolicy,
+    constant_policy,
+)
 from reap_testing.waiting import wait_until
 
-__all__ = ["FAULTS", "AgentsEnv", "BatchSink", "BusyEchoEnv", "BusyEnv", "ConstantPolicy", "CountingEnv", "EchoEnv",
-           "FaultyEnv", "FaultyPolicy", "GrowingEnv", "RaisingPolicy", "UnequalAgentsEnv", "child_pids", "children_but_tracker", "constant_policy",
+__all__ = ["FAULTS", "AgentsEnv", "BatchSink", "BusyEchoEnv", "BusyEnv", "ConstantPolicy", "ConstantPolicyFactory",
+           "CountingEnv", "EchoEnv", "FaultyEnv", "FaultyPolicy", "GrowingEnv", "RaisingPolicy", "UnequalAgentsEnv",
+           "child_pids", "children_but_tracker", "constant_policy",
            "env_fn", "group_left", "group_pids", "hold_lock_and_die", "inject_fault", "listening_addresses",
            "pid_alive", "shm_left_by_us", "shm_mapped_by", "shm_segments", "wait_gone", "wait_until",
            "worker_pids"]

@@ -34,6 +34,16 @@ def constant_policy(weight: float = 0.0) -> TensorDictModule:
     return ConstantPolicy(weight).as_module()
 
 
+class ConstantPolicyFactory:
+    """A picklable ``policy_factory(env=None)`` (``Evaluator``'s form) making :func:`constant_policy`."""
+
+    def __init__(self, weight: float = 0.0):
+        self.weight = weight
+
+    def __call__(self, env=None) -> TensorDictModule:
+        return constant_policy(self.weight)
+
+
 class FaultyPolicy(ConstantPolicy):
     """A ConstantPolicy with a fault (:func:`~reap_testing.faults.inject_fault` ``how``) at its
     ``at``-th call. A collector calls its policy once while starting (to learn its outputs), so

@@ -2,6 +2,7 @@
 
 from reap.collectors.base import BaseCollector
 from reap.collectors.collector import Collector, SyncDataCollector
+from reap.collectors.evaluator import Evaluator
 from reap.collectors.interruptor import Interruptor
 from reap.collectors.multi import MultiCollector
 from reap.collectors.trajectories import TrajIdCounter, split_trajectories
@@ -13,6 +14,7 @@ __all__ = [
     "BaseCollector",
     "Collector",
     "DataCollectorBase",
+    "Evaluator",
     "Interruptor",
     "MultiCollector",
     "SyncDataCollector",
