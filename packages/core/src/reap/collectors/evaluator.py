@@ -606,17 +606,10 @@ def _whole_batches(frames: int, env: EnvBase) -> int:
 
 def _transforms(env):
     """The transforms of ``env``, outermost env first, ``Compose`` flattened."""
-    from reap.envs.transforms import Compose, TransformedEnv
-
-    def flat(transform):
-        if isinstance(transform, Compose):
-            for inner in transform:
-                yield from flat(inner)
-        else:
-            yield transform
+    from reap.envs.transforms.transformed_env import TransformedEnv, leaves_of
 
     while isinstance(env, TransformedEnv):
-        yield from flat(env.transform)
+        yield from leaves_of(env.transform)
         env = env.base_env
 
 

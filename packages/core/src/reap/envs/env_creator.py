@@ -108,7 +108,8 @@ def _sharing_transforms(env) -> list:
 
     found = []
     while isinstance(env, TransformedEnv):
-        found.extend(t for t in leaves_of(env.transform) if hasattr(t, "_use_statistics"))
+        found.extend(t for t in leaves_of(env.transform)
+                     if hasattr(t, "_use_statistics") and getattr(t, "stateful", True))  # stateless: in the data
         env = env.base_env
     return found
 

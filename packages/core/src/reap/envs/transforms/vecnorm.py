@@ -5,7 +5,11 @@ Statistics are TensorDicts ``loc``, ``var`` (the mean of the squares) and ``coun
 update is ``loc.lerp_(value, 1 - decay)`` (with ``decay=1``: the running mean), and values are
 normalised by ``(value - loc / b) / sqrt((var - loc ** 2) / b)`` with
 ``b = 1 - decay ** count``. reap runs it through its TensorDict hooks on each step (it has no
-array path), in stateful mode only.
+array path). ``stateful=False`` (TorchRL's stateless mode) keeps the statistics in the data
+instead: observations ``"_vecnorm_loc"``, ``"_vecnorm_var"`` and ``"_vecnorm_count"`` (each a
+group with one entry per in_key) that each step reads from the root and writes, updated, into
+``"next"``; a reset starts them anew (another stateless VecNormV2 of the env gets a prefix of
+its own).
 
 Examples:
     >>> import torch
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import uuid
 import warnings
 from copy import copy
 
@@ -54,7 +59,7 @@ class VecNormV2(Transform):
     Args:
         in_keys, out_keys: the entries (``out_keys`` default to ``in_keys``).
         lock: held while the statistics are updated (none unless given).
-        stateful: True only (TorchRL's stateless mode keeps them in the data; reap does not).
+        stateful: keep the statistics in the transform (True, the default) or in the data (False).
         decay: the weight of the past in the averages (``1`` gives the running mean).
         eps: the smallest standard deviation.
         shared_data: statistics to share (``{"loc", "var", "count"}``), e.g. another's.
@@ -66,23 +71,42 @@ class VecNormV2(Transform):
 
     def __init__(self, in_keys, out_keys=None, *, lock=None, stateful: bool = True, decay: float = 0.9999,
                  eps: float = 1e-4, shared_data=None, reduce_batch_dims: bool = False):
-        if not stateful:
-            raise ValueError("VecNormV2: stateful=False (statistics carried in the data) is not supported by reap; "
-                             "use the default stateful=True")
+        if not stateful and reduce_batch_dims:
+            raise RuntimeError("reduce_batch_dims=True and stateful=False are not supported.")
+        if not stateful and shared_data is not None:
+            raise ValueError("VecNormV2: shared_data needs stateful=True (a stateless VecNormV2 keeps its statistics "
+                             "in the data)")
         super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys)
-        self.stateful, self.lock, self.decay, self.eps = True, lock, decay, eps
+        self.stateful, self.lock, self.decay, self.eps = bool(stateful), lock, decay, eps
         self.reduce_batch_dims = reduce_batch_dims
         self.frozen = False
         self._cast_int_to_float = False
-        self.register_buffer("initialized", torch.zeros((), dtype=torch.bool))
         self._loc = self._var = self._count = None
+        if not self.stateful:
+            self.initialized = False
+            return
+        self.register_buffer("initialized", torch.zeros((), dtype=torch.bool))
         if shared_data is not None:
             self._loc, self._var, self._count = shared_data["loc"], shared_data["var"], shared_data["count"]
             self.initialized.fill_(True)
 
     def _attach(self, env):
         self._check_in_keys(env)
+        if not self.stateful:  # a prefix no other stateless VecNormV2 of the env uses
+            if self.__dict__.get("_prefix") is None:
+                taken = {key[0] for key in env.output_spec.keys(True) if isinstance(key, tuple)} | set(
+                    env.observation_spec.keys())
+                self._prefix = "_vecnorm" if "_vecnorm_loc" not in taken else f"_vecnorm{uuid.uuid1()}"
+            return
         self._maybe_init(env.fake_tensordict().get("next"))
+
+    @property
+    def prefix(self) -> str:
+        """The start of the names of a stateless VecNormV2's statistics (``"<prefix>_loc"``, ...)."""
+        return self.__dict__.get("_prefix") or "_vecnorm"
+
+    def _stat_keys(self) -> tuple[str, str, str]:
+        return f"{self.prefix}_loc", f"{self.prefix}_var", f"{self.prefix}_count"
 
     def _share_statistics(self) -> dict:
         """The statistics, moved to shared memory: what ``EnvCreator`` hands the envs it makes."""
@@ -105,12 +129,16 @@ class VecNormV2(Transform):
 
     def frozen_copy(self) -> VecNormV2:
         """A frozen copy with copies of the current statistics."""
+        if not self.stateful:
+            raise RuntimeError("Cannot create a frozen copy of a stateless VecNorm: its statistics are in the data.")
         if self._loc is None:
             raise RuntimeError("Make sure the VecNorm has been initialized before creating a frozen copy.")
         return self.clone().freeze()
 
     def clone(self) -> VecNormV2:
         other = super().clone()
+        if not self.stateful:
+            return other
         del other.initialized
         other.register_buffer("initialized", self.initialized.clone())
         if self._loc is not None:
@@ -142,6 +170,10 @@ class VecNormV2(Transform):
         keys = list(data.keys(True, True))
         loc, var, count = (s.select(*keys) if self.missing_tolerance else s
                            for s in (self._loc, self._var, self._count))
+        self._update_stats(data, loc, var, count)
+
+    def _update_stats(self, data, loc, var, count) -> None:
+        """``loc``, ``var`` and ``count`` updated in place with ``data`` (one update per call)."""
         if self._cast_int_to_float:
             data = data.apply(self._floating)
         if self.reduce_batch_dims and data.ndim:
@@ -156,8 +188,9 @@ class VecNormV2(Transform):
         loc.lerp_(end=mean, weight=weight)
         var.lerp_(end=square, weight=weight)
 
-    def _norm(self, data):
-        loc, var, count = self._loc, self._var, self._count
+    def _norm(self, data, loc=None, var=None, count=None):
+        if loc is None:
+            loc, var, count = self._loc, self._var, self._count
         if self.missing_tolerance:
             keys = list(data.keys(True, True))
             loc, var, count = loc.select(*keys), var.select(*keys), count.select(*keys)
@@ -178,6 +211,8 @@ class VecNormV2(Transform):
 
     # ---- TorchRL's hooks ---------------------------------------------------------------------------
     def _step(self, tensordict, next_tensordict):
+        if not self.stateful:
+            return self._stateless_step(tensordict, next_tensordict)
         with self.lock if self.lock is not None else contextlib.nullcontext():
             self._maybe_init(next_tensordict)
             selected = next_tensordict.select(*self.in_keys, strict=not self.missing_tolerance)
@@ -188,6 +223,33 @@ class VecNormV2(Transform):
 
     def _call(self, next_tensordict):
         return self._step(next_tensordict, next_tensordict)
+
+    def _stateless_step(self, tensordict, next_tensordict):
+        """Read the statistics from ``tensordict`` (zeros where it has none: after a reset), update
+        copies with ``next_tensordict``'s values, write them and the normalised values there."""
+        loc_key, var_key, count_key = self._stat_keys()
+        if loc_key not in tensordict.keys():
+            selected = self._with_spec_zeros(tensordict)
+            tensordict.set(count_key, torch.zeros_like(selected, dtype=torch.int64))
+            tensordict.set(loc_key, torch.zeros_like(selected.apply(self._floating)))
+            tensordict.set(var_key, torch.zeros_like(selected.apply(self._floating)))
+        selected = next_tensordict.select(*self.in_keys, strict=not self.missing_tolerance)
+        if self.missing_tolerance and selected.is_empty():
+            return next_tensordict
+        loc, var, count = (tensordict.get(key).clone() for key in (loc_key, var_key, count_key))
+        if not self.frozen:
+            keys = list(selected.keys(True, True))
+            self._update_stats(selected, *(s.select(*keys) for s in (loc, var, count)))
+        next_tensordict.update(self._norm(selected, loc, var, count))
+        return next_tensordict.set(loc_key, loc).set(var_key, var).set(count_key, count)
+
+    def _with_spec_zeros(self, data):
+        """``data``'s in_keys, zeros of the env's specs for those it lacks (a reward at a reset)."""
+        selected = data.select(*self.in_keys, strict=False)
+        if set(selected.keys(True, True)) != set(self.in_keys) and self.parent is not None:
+            zeros = self.parent.full_observation_spec.zero().update(self.parent.full_reward_spec.zero())
+            selected = zeros.update(selected).select(*self.in_keys, strict=True)
+        return selected
 
     def _reset(self, tensordict, tensordict_reset):
         with missing_tolerance(self):
@@ -214,8 +276,32 @@ class VecNormV2(Transform):
     def transform_reward_spec(self, reward_spec):
         return self._transform_spec(reward_spec)
 
+    def transform_output_spec(self, output_spec):
+        output_spec = super().transform_output_spec(output_spec)
+        if self.stateful:
+            return output_spec
+        observations = output_spec["full_observation_spec"]
+        specs = {key: output_spec[group, key].clone() for group in ("full_observation_spec", "full_reward_spec")
+                 if group in output_spec.keys() for key in self.out_keys if key in output_spec[group].keys(True)}
+        if specs:  # each statistic: a group of the normalised entries' float specs (counts: int64)
+            loc_key, var_key, count_key = self._stat_keys()
+            for key in (loc_key, var_key, count_key):
+                if key not in observations.keys():
+                    observations[key] = Composite(shape=observations.shape, device=observations.device)
+            for in_key, out_key in zip(self.in_keys, self.out_keys):
+                if out_key in specs:
+                    spec = specs[out_key]
+                    observations[loc_key][in_key] = spec.clone()
+                    observations[var_key][in_key] = spec.clone()
+                    observations[count_key][in_key] = Unbounded(shape=spec.shape, dtype=torch.int64,
+                                                                device=spec.device)
+        return output_spec
+
     # ---- what the statistics give ------------------------------------------------------------------
     def _get_loc_scale(self, loc_only: bool = False):
+        if not self.stateful:
+            raise RuntimeError("loc and scale cannot be computed with a stateless VecNormV2: its statistics are in "
+                               f"the data ({self.prefix}_loc, ...)")
         if self._loc is None:
             raise RuntimeError("VecNormV2 must be initialized before computing loc and scale.")
         loc, count = self._loc, self._count
@@ -241,7 +327,10 @@ class VecNormV2(Transform):
         return True
 
     def denorm(self, tensordict):
-        """A shallow copy of ``tensordict`` with the out_keys mapped back into the in_keys."""
+        """A shallow copy of ``tensordict`` with the out_keys mapped back into the in_keys (stateful
+        only, as TorchRL's)."""
+        if not self.stateful:
+            raise NotImplementedError("denorm is not implemented for stateless VecNormV2.")
         loc, scale = self._get_loc_scale()
         tensordict = tensordict.copy()
         for in_key, out_key in zip(self.in_keys, self.out_keys):
@@ -259,12 +348,16 @@ class VecNormV2(Transform):
         return Compose(*norms) if len(norms) > 1 else norms[0]
 
     def get_extra_state(self) -> dict:
+        if not self.stateful:
+            return {}
         if self._loc is None:
             warn_uninitialised_state(self)
             return {}
         return TensorDict(loc=self._loc, var=self._var, count=self._count).flatten_keys(_SEP).to_dict()
 
     def set_extra_state(self, state) -> None:
+        if not self.stateful:
+            return
         if not state:
             if self._loc is not None:
                 raise RuntimeError("set_extra_state() called with a void state-dict while the instance is initialized.")
