@@ -147,9 +147,56 @@ def test_specs_set_before_super_init_and_unlocked_batches():
             super().__init__(batch_size=[], device=None, allow_done_after_reset=True, spec_locked=False, **kwargs)
 
     assert Checked().allow_done_after_reset and Checked().device is None  # TorchRL's: no device given
-    with pytest.raises(ValueError, match=r"Checked: run_type_checks=True is not supported; check the env once with "
-                                         r"reap.envs.utils.check_env_specs\(env\)"):
-        Checked(run_type_checks=True)
+    assert Checked(run_type_checks=True).run_type_checks and not Checked().run_type_checks
+
+
+def _sloppy_env_class(base, specs):
+    """A TorchRL-style env whose step writes ``wrong`` (``"observation"``: float64, ``"reward"``:
+    int64, ``"done"``: uint8) in place of its specs' dtype."""
+
+    class Sloppy(base):
+        def __init__(self, wrong=None, **kwargs):
+            super().__init__(**kwargs)
+            self.wrong = wrong
+            self.observation_spec = specs.Composite(observation=specs.Unbounded((2,)))
+            self.action_spec = specs.Unbounded((1,))
+            self.reward_spec = specs.Unbounded((1,))
+
+        def _reset(self, td):
+            return TensorDict(observation=torch.zeros(2), done=torch.zeros(1, dtype=torch.bool),
+                              terminated=torch.zeros(1, dtype=torch.bool))
+
+        def _step(self, td):
+            out = TensorDict(observation=torch.ones(2), reward=torch.ones(1),
+                             done=torch.zeros(1, dtype=torch.bool), terminated=torch.zeros(1, dtype=torch.bool))
+            wrong = {"observation": torch.ones(2, dtype=torch.float64), "reward": torch.ones(1, dtype=torch.int64),
+                     "done": torch.zeros(1, dtype=torch.uint8)}
+            if self.wrong is not None:
+                out[self.wrong] = wrong[self.wrong]
+            return out
+
+        def _set_seed(self, seed):
+            pass
+
+    return Sloppy
+
+
+@pytest.mark.parametrize("wrong, match", [
+    ("observation", r"value.dtype=torch.float64 but .*dtype=torch.float32"),
+    ("reward", r"expected reward.dtype to be torch.float32 but got torch.int64"),
+    ("done", r"expected done.dtype to be torch.bool but got torch.uint8"),
+])
+def test_run_type_checks_refuses_a_step_output_of_another_dtype_as_torchrl(wrong, match):
+    sloppy = _sloppy_env_class(EnvBase, reap.specs)
+    env = sloppy(wrong, run_type_checks=True)
+    with pytest.raises(TypeError, match=match):
+        env.rollout(2)
+    assert sloppy(None, run_type_checks=True).rollout(2)["next", "reward"].tolist() == [[1.0], [1.0]]
+    sloppy(wrong).rollout(2)  # unchecked by default
+    torchrl_envs = pytest.importorskip("torchrl.envs")
+    theirs = _sloppy_env_class(torchrl_envs.EnvBase, pytest.importorskip("torchrl.data"))(wrong, run_type_checks=True)
+    with pytest.raises(TypeError, match=match.split(" but")[0].split(" to be")[0]):  # its message shows the spec
+        theirs.rollout(2)
 
 
 def _early_env(base, specs, batch=()):

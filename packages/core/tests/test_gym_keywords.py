@@ -195,7 +195,6 @@ def test_from_pixels_in_a_vector_env_and_the_accepted_torchrl_keywords():
     ({"auto_reset": True}, ValueError, r"auto_reset=True is not supported \(reap's rollout\(\) and collectors reset"),
     ({"compile": True}, ValueError, r"compile=True is not supported \(gymnasium steps outside torch; compile the "
                                     r"policy \(compile_with_warmup\)\); leave compile out"),
-    ({"run_type_checks": True}, ValueError, r"run_type_checks=True is not supported \(check the env once with"),
 ])
 def test_keywords_reap_cannot_honour_are_refused_with_the_fix(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -234,3 +233,9 @@ def test_set_gym_backend_takes_gymnasium_in_every_form_and_refuses_gym():
         assert chosen.backend is gym and gym_backend() is gym and gym_backend("spaces") is gym.spaces
     with pytest.raises(ValueError, match=r"gymnasium only, got backend='gym'; use set_gym_backend\(\"gymnasium\"\)"):
         set_gym_backend("gym")
+
+
+def test_run_type_checks_is_taken_and_passes_by_construction():
+    env = GymEnv("CartPole-v1", run_type_checks=True)
+    assert env.run_type_checks and not GymEnv("CartPole-v1").run_type_checks
+    assert env.rollout(3)["next", "done"].dtype == torch.bool

@@ -130,13 +130,11 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     def __init__(self, *, device=None, batch_size=None, run_type_checks: bool = False,
                  allow_done_after_reset: bool = False, spec_locked: bool = True, auto_reset: bool = False):
         # spec_locked: read at construction (see _EnvMeta), as TorchRL does
-        if run_type_checks:
-            raise ValueError(f"{type(self).__name__}: run_type_checks=True is not supported; check the env "
-                             "once with reap.envs.utils.check_env_specs(env)")
         if auto_reset:
             raise ValueError(f"{type(self).__name__}: auto_reset=True is read when the env is built "
                              f"({type(self).__name__}(..., auto_reset=True)), not by EnvBase.__init__")
         self.__dict__["_allow_done_after_reset"] = allow_done_after_reset
+        self.__dict__["_run_type_checks"] = bool(run_type_checks)
         self.__dict__["_batch_size"] = torch.Size(() if batch_size is None else batch_size)
         self.__dict__["_device"] = _ordinal(device)
         self._init_specs(self.batch_size, device)
@@ -157,7 +155,25 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
     @property
     def run_type_checks(self) -> bool:
-        return False
+        """Whether each step's output is checked against the specs' dtypes (TorchRL's): an
+        observation, reward or done flag of another dtype than its spec's raises a TypeError."""
+        return self.__dict__.get("_run_type_checks", False)
+
+    @run_type_checks.setter
+    def run_type_checks(self, value: bool) -> None:
+        self.__dict__["_run_type_checks"] = bool(value)
+
+    def _type_check(self, out: TensorDictBase) -> None:
+        """TorchRL's ``run_type_checks``: every observation's, reward's and done flag's dtype (a
+        flag the step left out is completed later, in its spec's dtype)."""
+        for key, spec in self.observation_spec.items():
+            spec.type_check(out.get(key))
+        for keys, group, what in ((self.reward_keys, self.full_reward_spec, "reward"),
+                                  (self.done_keys, self.full_done_spec, "done")):
+            for key in keys:
+                value, expected = out.get(key, None), group[key].dtype
+                if value is not None and value.dtype is not expected:
+                    raise TypeError(f"expected {what}.dtype to be {expected} but got {value.dtype} (at {key!r})")
 
     def to(self, device):
         """``self`` on the CPU; reap envs step on the CPU (move batches with ``storing_device``)."""
@@ -326,6 +342,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
                                "write it")
             if all(s > 0 for s in shape) and reward.shape != shape:
                 out.set(key, reward.view(shape))
+        if self.__dict__.get("_run_type_checks"):  # before complete_done, which makes every flag a bool
+            self._type_check(out)
         return complete_done(self.full_done_spec, out)
 
     # ---- TensorDict API ------------------------------------------------------------------

@@ -57,7 +57,6 @@ _TORCHRL_ONLY = {
     "native_autoreset": ((False,), "reap resets finished sub-envs itself"),
     "missing_obs_value": ((None,), "reap resets finished sub-envs itself, so no observation is missing"),
     "auto_reset": ((False,), "reap's rollout() and collectors reset done envs themselves"),
-    "run_type_checks": ((False,), "check the env once with reap.envs.utils.check_env_specs(env)"),
     "compile": ((None, False), "gymnasium steps outside torch; compile the policy (compile_with_warmup)"),
     "spec_locked": ((True, False), ""),  # reap's specs are never locked: either value holds
 }
@@ -122,6 +121,8 @@ class GymEnv(EnvBase):
         device: None or ``"cpu"`` (gymnasium steps on the CPU).
         batch_size: None, or the batch the env has anyway (``()``, or ``(num_envs,)``).
         allow_done_after_reset: taken for TorchRL's signature; gymnasium resets are never done.
+            So is ``run_type_checks`` (gymnasium's outputs are written into arrays of the specs'
+            dtypes, so they always pass; ``env.run_type_checks`` says what was asked).
             So is ``spec_locked`` (reap's specs are never locked); TorchRL's other keywords
             are refused where reap cannot honour them, with what to do instead
             (``num_workers > 1``, ``convert_actions_to_numpy=False``, ``auto_reset=True``, ...).
@@ -137,7 +138,7 @@ class GymEnv(EnvBase):
     def __init__(self, env_name, *, num_envs: int | None = None, categorical_action_encoding: bool = False,
                  from_pixels: bool = False, pixels_only: bool | None = None, frame_skip: int = 1,
                  device=None, batch_size=None, allow_done_after_reset: bool = False, backend=None,
-                 **kwargs):
+                 run_type_checks: bool = False, **kwargs):
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError(
                 f"GymEnv: device={device!r} is not supported, gymnasium steps on the CPU; "
@@ -162,7 +163,8 @@ class GymEnv(EnvBase):
         if batch_size is not None and tuple(batch_size) not in ((), batch):
             raise ValueError(f"GymEnv: batch_size={tuple(batch_size)} differs from the env's batch {batch}; "
                              "num_envs sets the batch (leave batch_size out)")
-        super().__init__(batch_size=batch, device=device, allow_done_after_reset=allow_done_after_reset)
+        super().__init__(batch_size=batch, device=device, allow_done_after_reset=allow_done_after_reset,
+                         run_type_checks=run_type_checks)
         if self._vector:
             obs_space = self._env.single_observation_space
             act_space = self._env.single_action_space
