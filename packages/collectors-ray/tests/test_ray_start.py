@@ -106,3 +106,13 @@ def test_placement_counts_the_actors_already_running_and_waits_only_for_busy_res
         for _ in collector:  # still collecting
             pass
         assert len(rb) == 16
+
+
+def test_torchrls_default_ray_init_config_starts_ray_on_loopback(ray_session):
+    from reap.collectors.distributed.ray import DEFAULT_RAY_INIT_CONFIG
+    from reap.collectors.distributed.ray import RayCollector as FromTorchRLPath
+
+    assert FromTorchRLPath is RayCollector
+    assert DEFAULT_RAY_INIT_CONFIG["_node_ip_address"] == "127.0.0.1"
+    assert DEFAULT_RAY_INIT_CONFIG["include_dashboard"] is False and DEFAULT_RAY_INIT_CONFIG["address"] is None
+    assert ensure_ray(DEFAULT_RAY_INIT_CONFIG) is False  # a Ray is running: it is used as it is

@@ -41,6 +41,11 @@ LOOPBACK = "127.0.0.1"
 DEFAULT_REMOTE_CONFIG = {"num_cpus": 1, "num_gpus": 0, "memory": 2 * 1024**3}
 #: Options of the local Ray reap starts when there is none to join.
 LOCAL_RAY_CONFIG = {"include_dashboard": False, "logging_level": logging.ERROR}
+#: TorchRL's ``DEFAULT_RAY_INIT_CONFIG`` (``torchrl.collectors.distributed.ray``), reap's way: ``ray.init``
+#: options that start a local Ray on 127.0.0.1, without a dashboard, quiet. As ``ray_init_config``
+#: (or given to ``ray.init`` directly) it starts one; to join a cluster, pass its ``address`` instead.
+DEFAULT_RAY_INIT_CONFIG = {"address": None, "num_cpus": None, "num_gpus": None, "_node_ip_address": LOOPBACK,
+                           **LOCAL_RAY_CONFIG}
 
 _UV_HOOK = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
 _CLUSTER_IP = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

@@ -16,6 +16,7 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 
 EXPORTS = {
     "RayCollector": "reap_ray.collector:RayCollector",
+    "DEFAULT_RAY_INIT_CONFIG": "reap_ray._ray:DEFAULT_RAY_INIT_CONFIG",
     "RayCollectorError": "reap_ray.collector:RayCollectorError",
     "RayEvalWorker": "reap_ray.eval_worker:RayEvalWorker",
     "RayStartError": "reap_ray._ray:RayStartError",
@@ -25,7 +26,8 @@ EXPORTS = {
 }
 #: TorchRL's module paths of each name (the error classes are reap's own).
 MODULES = {
-    "RayCollector": ("reap.collectors.distributed",),
+    "RayCollector": ("reap.collectors.distributed", "reap.collectors.distributed.ray"),
+    "DEFAULT_RAY_INIT_CONFIG": ("reap.collectors.distributed.ray",),
     "RayEvalWorker": ("reap.collectors.distributed",),
     "RayReplayBuffer": ("reap.data", "reap.data.replay_buffers"),
     "RayWeightUpdater": ("reap.collectors",),
