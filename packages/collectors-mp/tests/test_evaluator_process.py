@@ -4,7 +4,7 @@ import pytest
 
 from reap.collectors import Evaluator
 from reap.envs import TransformedEnv
-from reap.envs.transforms import VecNormV2
+from reap.envs.transforms import StepCounter, VecNormV2
 from reap_testing import (
     ConstantPolicyFactory,
     constant_policy,
@@ -16,6 +16,11 @@ from reap_testing import (
 )
 
 FAST = {"mp_start_method": "forkserver"}
+
+
+class StepCountedEnv:
+    def __call__(self):
+        return TransformedEnv(env_fn(episode_len=100)(), StepCounter(max_steps=4))
 
 
 def test_episodes_in_a_worker_with_the_weights_pushed(shm_before):
@@ -67,6 +72,15 @@ class NaNObservations:
 
     def __call__(self, trajectories):
         return {"nan_observations": int(trajectories["observation"].isnan().all())}
+
+
+@pytest.mark.parametrize("make_env, length", [(StepCountedEnv(), 4), (env_fn(episode_len=100), 7)])
+def test_max_steps_cuts_episodes_in_the_worker_unless_the_env_counts_its_steps(make_env, length):
+    with Evaluator(make_env, policy_factory=ConstantPolicyFactory(1.0), max_steps=7, num_trajectories=2,
+                   backend="process", collector_kwargs=FAST) as evaluator:
+        metrics = evaluator.evaluate()
+    assert metrics["eval/episode_length"] == length and metrics["eval/reward"] == length
+
 
 
 @pytest.mark.parametrize("env", [env_fn()(), None])

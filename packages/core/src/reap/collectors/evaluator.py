@@ -438,12 +438,12 @@ class CollectorEvaluation:
     def _remote_collector(self):
         from reap.plugins import get_collector_backend
 
-        make_env = FrozenEnvFactory(self.env_factory, self.init_fn)
+        make_env = FrozenEnvFactory(self.env_factory, self.init_fn, self.max_steps)
         return get_collector_backend("mp").factory(
             sync=True, create_env_fn=[make_env], policy_factory=functools.partial(_policy_for, make_env,
                                                                                    self.policy_factory),
             frames_per_batch=self.frames_per_batch or self.max_steps or 1000, total_frames=-1,
-            max_frames_per_traj=self.max_steps, exploration_type=self.exploration_type,
+            exploration_type=self.exploration_type,
             weight_sync_schemes=self.weight_sync_schemes, **self.collector_kwargs)
 
     def _load(self, weights) -> None:
@@ -571,17 +571,24 @@ def freeze_vecnorm(env: EnvBase) -> EnvBase:
 
 class FrozenEnvFactory:
     """A picklable env factory: runs ``init_fn`` (once per process), makes the env, freezes its
-    VecNorms (:func:`freeze_vecnorm`)."""
+    VecNorms (:func:`freeze_vecnorm`) and, with ``max_steps``, cuts its episodes there with a
+    ``StepCounter`` unless it counts its steps already (as ``Collector(max_frames_per_traj=)``)."""
 
-    def __init__(self, make_env: Callable[[], EnvBase], init_fn: Callable[[], None] | None = None):
-        self.make_env, self.init_fn = make_env, init_fn
+    def __init__(self, make_env: Callable[[], EnvBase], init_fn: Callable[[], None] | None = None,
+                 max_steps: int | None = None):
+        self.make_env, self.init_fn, self.max_steps = make_env, init_fn, max_steps
         self._initialised = False
 
     def __call__(self, **kwargs) -> EnvBase:
         if self.init_fn is not None and not self._initialised:
             self.init_fn()
             self._initialised = True
-        return freeze_vecnorm(self.make_env(**kwargs))
+        env = freeze_vecnorm(self.make_env(**kwargs))
+        if self.max_steps is None or counts_steps(env):
+            return env
+        from reap.envs.transforms import StepCounter, TransformedEnv
+
+        return TransformedEnv(env, StepCounter(max_steps=self.max_steps))
 
 
 def counts_steps(env: EnvBase) -> bool:
