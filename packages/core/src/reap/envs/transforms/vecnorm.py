@@ -93,10 +93,9 @@ class VecNormV2(Transform):
     def _attach(self, env):
         self._check_in_keys(env)
         if not self.stateful:  # a prefix no other stateless VecNormV2 of the env uses
-            if self.__dict__.get("_prefix") is None:
-                taken = {key[0] for key in env.output_spec.keys(True) if isinstance(key, tuple)} | set(
-                    env.observation_spec.keys())
-                self._prefix = "_vecnorm" if "_vecnorm_loc" not in taken else f"_vecnorm{uuid.uuid1()}"
+            if self.__dict__.get("_prefix") is None:  # the statistics are observations
+                taken = "_vecnorm_loc" in env.observation_spec.keys()
+                self._prefix = f"_vecnorm{uuid.uuid1()}" if taken else "_vecnorm"
             return
         self._maybe_init(env.fake_tensordict().get("next"))
 
@@ -154,10 +153,7 @@ class VecNormV2(Transform):
         if self.initialized:
             return
         self.initialized.copy_(True)
-        selected = data.select(*self.in_keys, strict=False)
-        if set(selected.keys(True, True)) != set(self.in_keys) and self.parent is not None:
-            zeros = self.parent.full_observation_spec.zero().update(self.parent.full_reward_spec.zero())
-            selected = zeros.update(selected).select(*self.in_keys, strict=True)
+        selected = self._with_spec_zeros(data)
         if self.reduce_batch_dims and selected.ndim:
             selected = selected.apply(self._floating).mean(dim=tuple(range(selected.ndim)))
         self._count = torch.zeros_like(selected, dtype=torch.float32).mean().to(torch.int64)
