@@ -8,8 +8,8 @@ import torch
 
 import reap
 from reap.plugins import collector_backends, get_registries
-from reap_rpc import RPCCollector
-from reap_testing import ConstantPolicy, env_fn
+from reap_rpc import DistributedCollector, RPCCollector
+from reap_testing import ConstantPolicy, ConstantPolicyFactory, constant_policy, env_fn
 
 FAST_MODULES = ["reap_rpc", "reap_rpc.plugin", "reap_rpc.weight_sync", "reap_rpc._flat",
                 "reap_rpc._rendezvous", "reap_rpc.torchrun"]
@@ -53,6 +53,20 @@ def test_collector_class_sync_runs_worker_processes_inside_each_worker():
         # async: one worker's MultiSyncCollector batch, its 2 processes stacked: [2, 2 envs, 2 steps]
         assert batch.batch_size == torch.Size([2, 2, 4])
         assert batch["action"].unique().tolist() == [4.0]
+
+
+@pytest.mark.slow
+def test_weights_reach_workers_of_a_policy_factory_inside_each_worker():
+    # each worker runs a MultiSyncCollector whose own workers make the policy: the worker reports
+    # their weights' layout, so pushes are checked and delivered (they were refused as "no parameters")
+    with DistributedCollector([env_fn()] * 2, None, policy_factory=ConstantPolicyFactory(1.0), collector_class="sync",
+                              num_workers_per_collector=1, frames_per_batch=8, total_frames=24, sync=True,
+                              collector_kwargs={"mp_start_method": "forkserver"}) as collector:
+        actions = []
+        for batch in collector:
+            actions.append(batch["action"].unique().tolist())
+            collector.update_policy_weights_(constant_policy(3.0))
+    assert actions == [[1.0], [3.0], [3.0]]
 
 
 @pytest.mark.slow

@@ -347,6 +347,13 @@ class CollectorDriver(BaseCollector):
         return self._frames
 
     @property
+    def weights_layout(self) -> TensorDictBase | None:
+        """The workers' policy weights on the ``meta`` device (what pushes are checked against),
+        None when no worker's policy has any: how a node running this collector for a remote
+        collector (built with ``policy_factory``, no policy of its own here) describes them."""
+        return next((layout for layout in self._layouts if layout is not None), None)
+
+    @property
     def policy_version(self) -> int:
         """The version of the weights pushed last (0: the workers' initial weights)."""
         return self._worker_weights.version

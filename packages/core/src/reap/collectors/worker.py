@@ -309,6 +309,8 @@ class CollectorWorker:
         layout, which pushes are checked against; None without parameters) and what its weight
         receiver exposes to the driver (``weights_buffer``)."""
         weights = policy_weights(getattr(self.collector, "policy", None))
+        if weights is None:  # a multi-worker collector of policy_factory's policies: its workers' layout
+            weights = getattr(self.collector, "weights_layout", None)
         return {"pid": os.getpid(), "host": socket.gethostname(),
                 "frames_per_batch": getattr(self.collector, "frames_per_batch", None),
                 "weights": None if weights is None else weights.to("meta"), "weights_buffer": self.weights_buffer}
