@@ -1,9 +1,11 @@
 """Evaluator(backend="process"): episodes played in a worker process, weights pushed to it, nothing left."""
 
+import functools
+from pathlib import Path
+
 import pytest
 
 from reap.collectors import Evaluator
-from reap.envs import TransformedEnv
 from reap.envs.transforms import StepCounter, VecNormV2
 from reap_testing import (
     ConstantPolicyFactory,
@@ -11,6 +13,7 @@ from reap_testing import (
     env_fn,
     shm_left_by_us,
     shm_segments,
+    transformed_env_fn,
     wait_gone,
     worker_pids,
 )
@@ -18,9 +21,6 @@ from reap_testing import (
 FAST = {"mp_start_method": "forkserver"}
 
 
-class StepCountedEnv:
-    def __call__(self):
-        return TransformedEnv(env_fn(episode_len=100)(), StepCounter(max_steps=4))
 
 
 def test_episodes_in_a_worker_with_the_weights_pushed(shm_before):
@@ -44,27 +44,16 @@ def test_episodes_in_a_worker_with_the_weights_pushed(shm_before):
 
 def test_init_fn_runs_in_the_worker_and_vecnorm_is_frozen_there(tmp_path):
     marker = tmp_path / "init_ran"
-    with Evaluator(VecNormEnv(), policy_factory=ConstantPolicyFactory(2.0), max_steps=10, num_trajectories=2,
-                   backend="process", init_fn=Touch(marker), metrics_fn=NaNObservations(),
+    make_env = transformed_env_fn(VecNormV2(in_keys=["observation"]), episode_len=5)
+    with Evaluator(make_env, policy_factory=ConstantPolicyFactory(2.0), max_steps=10, num_trajectories=2,
+                   backend="process", init_fn=functools.partial(Path.write_text, marker, "ran"),
+                   metrics_fn=NaNObservations(),
                    collector_kwargs=FAST) as evaluator:
         metrics = evaluator.evaluate()
     assert marker.read_text() == "ran"
     # frozen before it saw any data, the worker's VecNormV2 normalises to NaN (as TorchRL's does);
     # one that learned from the first reset would give finite observations
     assert metrics["eval/nan_observations"] == 1
-
-
-class Touch:
-    def __init__(self, path):
-        self.path = path
-
-    def __call__(self):
-        self.path.write_text("ran")
-
-
-class VecNormEnv:
-    def __call__(self):
-        return TransformedEnv(env_fn(episode_len=5)(), VecNormV2(in_keys=["observation"]))
 
 
 class NaNObservations:
@@ -74,7 +63,8 @@ class NaNObservations:
         return {"nan_observations": int(trajectories["observation"].isnan().all())}
 
 
-@pytest.mark.parametrize("make_env, length", [(StepCountedEnv(), 4), (env_fn(episode_len=100), 7)])
+@pytest.mark.parametrize("make_env, length", [(transformed_env_fn(StepCounter(max_steps=4), episode_len=100), 4),
+                                              (env_fn(episode_len=100), 7)])
 def test_max_steps_cuts_episodes_in_the_worker_unless_the_env_counts_its_steps(make_env, length):
     with Evaluator(make_env, policy_factory=ConstantPolicyFactory(1.0), max_steps=7, num_trajectories=2,
                    backend="process", collector_kwargs=FAST) as evaluator:

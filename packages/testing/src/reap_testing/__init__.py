@@ -11,6 +11,7 @@ from reap_testing.envs import (
     GrowingEnv,
     UnequalAgentsEnv,
     env_fn,
+    transformed_env_fn,
 )
 from reap_testing.faults import FAULTS, hold_lock_and_die, inject_fault
 from reap_testing.leaks import (
@@ -38,6 +39,6 @@ from reap_testing.waiting import wait_until
 __all__ = ["FAULTS", "AgentsEnv", "BatchSink", "BusyEchoEnv", "BusyEnv", "ConstantPolicy", "ConstantPolicyFactory",
            "CountingEnv", "EchoEnv", "FaultyEnv", "FaultyPolicy", "GrowingEnv", "RaisingPolicy", "UnequalAgentsEnv",
            "child_pids", "children_but_tracker", "constant_policy",
-           "env_fn", "group_left", "group_pids", "hold_lock_and_die", "inject_fault", "listening_addresses",
+           "env_fn", "transformed_env_fn", "group_left", "group_pids", "hold_lock_and_die", "inject_fault", "listening_addresses",
            "pid_alive", "shm_left_by_us", "shm_mapped_by", "shm_segments", "wait_gone", "wait_until",
            "worker_pids"]

@@ -328,3 +328,15 @@ class FaultyEnv(EchoEnv):
 def env_fn(**kwargs):
     """A picklable constructor of ``EchoEnv(**kwargs)``."""
     return functools.partial(EchoEnv, **kwargs)
+
+
+def transformed_env_fn(transform, **kwargs):
+    """A picklable constructor of ``TransformedEnv(EchoEnv(**kwargs), transform)`` (a clone of
+    ``transform`` for each env)."""
+    return functools.partial(_transformed_echo, transform, kwargs)
+
+
+def _transformed_echo(transform, kwargs):
+    from reap.envs.transforms import TransformedEnv
+
+    return TransformedEnv(EchoEnv(**kwargs), transform.clone())
