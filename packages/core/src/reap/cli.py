@@ -562,6 +562,7 @@ def run(args, env_fn, policy, signals: StopSignals) -> None:
     from tqdm import tqdm
 
     from reap import Collector
+    from reap.collectors.arguments import round_up
     from reap.plugins import PluginNotInstalledError, get_registries
 
     kwargs = dict(frames_per_batch=args.frames_per_batch, total_frames=args.frames,
@@ -586,7 +587,7 @@ def run(args, env_fn, policy, signals: StopSignals) -> None:
                 collector.shutdown()
                 fail(f"--profile: {exc}")
             profiled = collector
-        total = math.ceil(args.frames / collector.frames_per_batch) * collector.frames_per_batch
+        total = round_up(args.frames, collector.frames_per_batch)
         writer = open_writer(args.out, total) if args.out else None
         get_registries()  # plugins load now, not inside the timed loop
         bar = tqdm(total=total, unit="frames", disable=args.no_progress, file=sys.stderr,

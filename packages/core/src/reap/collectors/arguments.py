@@ -530,3 +530,13 @@ __all__ = [
     "policy_factories",
     "renamed",
 ]
+
+
+def round_up(n: int, multiple: int) -> int:
+    """``n`` rounded up to a whole number of ``multiple`` (how collectors round frame counts).
+
+    Example:
+        >>> round_up(10, 4)
+        12
+    """
+    return -(-n // multiple) * multiple

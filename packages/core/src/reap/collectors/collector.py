@@ -23,7 +23,6 @@ Examples:
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -40,6 +39,7 @@ from reap.collectors.arguments import (
     checked_exploration_type,
     checked_init_random_frames,
     checked_track_policy_version,
+    round_up,
 )
 from reap.collectors.base import BaseCollector, checked_hook, is_private_key
 from reap.collectors.interaction import rollout_interaction
@@ -240,8 +240,8 @@ class Collector(BaseCollector):
         self.n_envs = self.env.numel
         self.worker_idx = -1 if worker_idx is None else worker_idx
         requested = frames_per_batch
-        self._steps = math.ceil(frames_per_batch / self.n_envs)
-        self.frames_per_batch = self._steps * self.n_envs
+        self.frames_per_batch = round_up(frames_per_batch, self.n_envs)
+        self._steps = self.frames_per_batch // self.n_envs
         if self.frames_per_batch != requested:
             warnings.warn(
                 f"Collector: frames_per_batch={requested} is not a multiple of the env's "
@@ -252,11 +252,11 @@ class Collector(BaseCollector):
         self.total_frames = total_frames
         self._target_frames = (
             -1 if total_frames == -1
-            else math.ceil(total_frames / self.frames_per_batch) * self.frames_per_batch
+            else round_up(total_frames, self.frames_per_batch)
         )
         self.init_random_frames = 0
         if init_random_frames:
-            rounded = math.ceil(init_random_frames / self.frames_per_batch) * self.frames_per_batch
+            rounded = round_up(init_random_frames, self.frames_per_batch)
             if rounded != init_random_frames:
                 warnings.warn(
                     f"Collector: init_random_frames={init_random_frames} is not a multiple of "
@@ -727,11 +727,16 @@ def _casting(act: Callable[[int], None], policy_actions: np.ndarray, actions: np
     return act_and_cast
 
 
+def counts_steps(env: EnvBase) -> bool:
+    """Whether ``env`` counts its steps already: a ``"step_count"`` entry (a ``StepCounter``)."""
+    return "step_count" in env.state_keys
+
+
 def _with_step_counter(env: EnvBase, max_steps: int) -> EnvBase:
     """``env`` with a ``StepCounter(max_steps)``, as TorchRL's collectors add for ``max_frames_per_traj``."""
     from reap.envs.transforms import StepCounter, TransformedEnv
 
-    if "step_count" in env.state_keys:
+    if counts_steps(env):
         raise ValueError(
             "Collector: max_frames_per_traj adds a StepCounter, but the env already has a "
             "'step_count' entry; pass max_frames_per_traj=None and give that StepCounter "

@@ -45,7 +45,8 @@ from collections.abc import Callable, Mapping
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from reap.collectors.arguments import check_int, checked_exploration_type
+from reap.collectors.arguments import check_int, checked_exploration_type, round_up
+from reap.collectors.collector import counts_steps
 from reap.collectors.interruptor import Interruptor
 from reap.collectors.traj_batches import TrajectoryBatches
 from reap.envs.base import EnvBase
@@ -431,7 +432,7 @@ class CollectorEvaluation:
         extra = {"interruptor": self.interruptor} if isinstance(cls, type) and issubclass(cls, Collector) else {}
         max_steps = None if counts_steps(self.env) else self.max_steps  # its StepCounter keeps its own limit
         return cls(create_env_fn=self.env, policy=self.policy, total_frames=-1,
-                   frames_per_batch=_whole_batches(self.frames_per_batch or self.max_steps or 1000, self.env),
+                   frames_per_batch=round_up(self.frames_per_batch or self.max_steps or 1000, self.env.numel),
                    max_frames_per_traj=max_steps, exploration_type=self.exploration_type,
                    **extra, **self.collector_kwargs)
 
@@ -591,12 +592,6 @@ class FrozenEnvFactory:
         return TransformedEnv(env, StepCounter(max_steps=self.max_steps))
 
 
-def counts_steps(env: EnvBase) -> bool:
-    """Whether ``env`` has a step count (a ``StepCounter``) among its outputs."""
-    return any("step_count" in ((key,) if isinstance(key, str) else key)
-               for key in env.output_spec.keys(True, True))
-
-
 def _policy_for(make_env, policy_factory):
     """In the worker: the policy ``policy_factory`` makes for an env like the worker's."""
     env = make_env()
@@ -604,11 +599,6 @@ def _policy_for(make_env, policy_factory):
         return policy_factory(env)
     finally:
         env.close()
-
-
-def _whole_batches(frames: int, env: EnvBase) -> int:
-    n = max(1, env.batch_size.numel())
-    return -(-frames // n) * n
 
 
 def _transforms(env):
