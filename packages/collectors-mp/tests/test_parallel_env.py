@@ -227,6 +227,47 @@ def test_num_threads_is_this_process_s_while_the_workers_run():
         ParallelEnv(2, env_fn(), num_threads=0)
 
 
+def test_configure_parallel_applies_at_the_next_start():
+    # TorchRL's: refused once the workers run (reap's run from construction); a closed env takes the
+    # settings when reset() starts its workers again
+    env = ParallelEnv(2, env_fn(), mp_start_method=FAST)
+    try:
+        with pytest.raises(RuntimeError, match=r"configure_parallel cannot be called after the environment has "
+                                               r"started, .* pass these keywords to ParallelEnv\(\.\.\.\), or "
+                                               r"close\(\) it first"):
+            env.configure_parallel(num_threads=1)
+        env.close()
+        before = torch.get_num_threads()
+        with pytest.raises(ValueError, match="ParallelEnv: num_sub_threads must be a positive int, got 0"):
+            env.configure_parallel(num_sub_threads=0)
+        assert env.configure_parallel(num_threads=before + 2, shared_memory=False, use_buffers=True) is env
+        assert env.is_closed and torch.get_num_threads() == before
+        assert env.reset()["observation"].shape == (2, 2)
+        assert torch.get_num_threads() == before + 2 and env.shared_memory is False
+        assert env.rollout(3)["next", "observation"].shape == (2, 3, 2)
+    finally:
+        env.close()
+    assert torch.get_num_threads() == before
+
+
+def test_gym_env_with_num_workers_is_a_parallel_env_of_gym_envs():
+    # TorchRL's GymEnv(id, num_workers=n): n processes, each a GymEnv with the other keywords
+    env = GymEnv("CartPole-v1", num_workers=2, categorical_action_encoding=True)
+    try:
+        assert isinstance(env, ParallelEnv) and env.num_workers == 2 and env.batch_size == (2,)
+        assert env.action_spec.shape == (2,)  # Categorical, the keyword reached the workers
+        pids = env.worker_pids
+        env.set_seed(0)
+        first = env.reset()["observation"]
+    finally:
+        env.close()
+    assert not any(pid_alive(pid) for pid in pids)
+    serial = SerialEnv(2, functools.partial(GymEnv, "CartPole-v1", categorical_action_encoding=True))
+    serial.set_seed(0)
+    assert torch.equal(first, serial.reset()["observation"])  # seeded as a SerialEnv of the same envs
+    assert not isinstance(GymEnv("CartPole-v1", num_envs=2), ParallelEnv)  # gymnasium's own vector env
+
+
 def test_sub_envs_of_different_layouts_are_refused():
     with pytest.raises(ValueError, match=r"ParallelEnv: every sub-env must have the same batch size and keys, with "
                                          r"the same shapes and dtypes; sub-env 1's differ from sub-env 0's"):

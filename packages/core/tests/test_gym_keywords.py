@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from reap import Collector, GymEnv
+from reap.envs import GymWrapper
 from reap.specs import Bounded, Categorical, OneHot, Unbounded
 
 
@@ -188,7 +189,6 @@ def test_from_pixels_in_a_vector_env_and_the_accepted_torchrl_keywords():
     ({"frame_skip": 0}, ValueError, "frame_skip must be a positive int, got 0"),
     ({"frame_skip": 2.0}, ValueError, "frame_skip must be a positive int, got 2.0"),
     ({"backend": "gym"}, ValueError, r"backend='gym' is not supported; reap wraps gymnasium"),
-    ({"num_workers": 2}, ValueError, r"num_workers=2 is not supported \(run workers with reap_mp.ParallelEnv"),
     ({"convert_actions_to_numpy": False}, ValueError, r"convert_actions_to_numpy=False is not supported"),
     ({"native_autoreset": True}, ValueError, r"native_autoreset=True is not supported"),
     ({"batch_size": (3,)}, ValueError, r"batch_size=\(3,\) differs from the env's batch \(\); num_envs sets"),
@@ -239,3 +239,96 @@ def test_run_type_checks_is_taken_and_passes_by_construction():
     env = GymEnv("CartPole-v1", run_type_checks=True)
     assert env.run_type_checks and not GymEnv("CartPole-v1").run_type_checks
     assert env.rollout(3)["next", "done"].dtype == torch.bool
+
+
+class SquaresEnv(gym.Env):
+    """Counts up by one a step, done at 4; its info holds the observation squared (at reset too)."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        self.state = np.zeros(3, np.float32)
+        return self.state.copy(), {"square": self.state ** 2}
+
+    def step(self, action):
+        self.state = self.state + 1
+        done = bool(self.state[0] == 4)
+        return self.state.copy(), float(done), done, False, {"square": self.state ** 2}
+
+
+def test_gym_wrapper_takes_a_same_step_vector_env_as_a_disabled_one():
+    # TorchRL's: a SAME_STEP vector env's final observation is ("next", "observation") and the
+    # observation it reset to starts the next step; its info entries are read as observations
+    modes = gym.vector.AutoresetMode
+    out = {}
+    for mode in (modes.DISABLED, modes.SAME_STEP):
+        venv = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode})
+        env = GymWrapper(venv, categorical_action_encoding=True)
+        venv.reset(seed=0)
+        td, steps = env.reset(), []
+        for i in range(60):
+            td["action"] = torch.tensor([i % 2, (i // 3) % 2, 1])
+            step, td = env.step_and_maybe_reset(td)
+            steps.append(step)
+        out[mode] = torch.stack(steps, -1)
+        env.close()
+    disabled, same_step = out[modes.DISABLED], out[modes.SAME_STEP]
+    assert disabled["next", "done"].sum() >= 6  # several resets, in each sub-env
+    for key in ("observation", ("next", "observation"), ("next", "reward"), ("next", "done")):
+        assert torch.equal(disabled[key], same_step[key]), key
+    venv = gym.vector.SyncVectorEnv([SquaresEnv] * 2, autoreset_mode=modes.SAME_STEP)
+    rollout = GymWrapper(venv).rollout(9, break_when_any_done=False)
+    assert rollout["next", "observation"][0, :, 0].tolist() == [1, 2, 3, 4, 1, 2, 3, 4, 1]
+    assert rollout["observation"][0, :, 0].tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0]
+    assert torch.equal(rollout["square"], rollout["observation"] ** 2)
+    assert torch.equal(rollout["next", "square"], rollout["next", "observation"] ** 2)  # the final info's
+    with pytest.raises(ValueError, match=r"autoreset_mode=AutoresetMode.NEXT_STEP steps a finished sub-env's reset "
+                                         r"in place of its next action; build it with .*DISABLED.* or "
+                                         r"AutoresetMode.SAME_STEP"):
+        GymWrapper(gym.vector.SyncVectorEnv([SquaresEnv] * 2))
+
+
+class DictActionEnv(gym.Env):
+    """Takes a Dict action (a Discrete and a Box); its observation is the last action's sum."""
+
+    def __init__(self):
+        self.action_space = gym.spaces.Dict(push=gym.spaces.Discrete(3), force=gym.spaces.Box(-1, 1, (2,)))
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        assert isinstance(action["push"], np.ndarray) and isinstance(action["force"], np.ndarray), action
+        total = int(action["push"]) + float(action["force"].sum())
+        return np.array([total], np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_a_dict_action_space_is_one_action_key_per_entry(categorical):
+    # TorchRL's: a Composite action spec, an action key per entry, gathered into a dict for gym.step
+    env = GymWrapper(DictActionEnv(), categorical_action_encoding=categorical)
+    assert env.action_keys == ["force", "push"]  # gymnasium's Dict sorts its keys
+    push = Categorical(3, shape=(), dtype=torch.int64) if categorical else OneHot(3, shape=(3,), dtype=torch.int64)
+    assert env.action_spec["push"] == push
+    assert env.action_spec["force"] == Bounded(-1.0, 1.0, shape=(2,), dtype=torch.float32)
+    rollout = env.rollout(6)
+    index = rollout["push"] if categorical else rollout["push"].argmax(-1)
+    expected = index.float() + rollout["force"].sum(-1)
+    assert torch.allclose(rollout["next", "observation"][:, 0], expected)
+
+
+def test_num_envs_zero_is_a_single_env_and_the_library_is_named():
+    # TorchRL's default num_envs=0; get_library_name says which gym library an env comes from
+    assert GymEnv("CartPole-v1", num_envs=0).batch_size == ()
+    with pytest.raises(ValueError, match="num_envs must be a non-negative int or None, got -1"):
+        GymEnv("CartPole-v1", num_envs=-1)
+    assert GymEnv.get_library_name(gym.make("CartPole-v1")) == "gymnasium"
+    with pytest.raises(TypeError, match="is not a gymnasium env"):
+        GymEnv.get_library_name(object())
+    with pytest.raises(ValueError, match=r"num_workers=2 is not supported \(GymWrapper wraps one env instance; "
+                                         r"GymEnv\(env_id, num_workers=n\) runs n processes\)"):
+        GymWrapper(gym.make("CartPole-v1"), num_workers=2)

@@ -138,6 +138,17 @@ _TUNING = ("pin_memory", "share_individual_td", "memmap", "non_blocking", "use_b
            "consolidate", "daemon")
 
 
+def _check_settings(*, num_sub_threads, shutdown_timeout, num_threads) -> None:
+    """ValueError naming the first of the workers' settings that is out of range."""
+    if isinstance(num_sub_threads, bool) or not isinstance(num_sub_threads, int) or num_sub_threads < 1:
+        raise ValueError(f"ParallelEnv: num_sub_threads must be a positive int, got {num_sub_threads!r}")
+    if shutdown_timeout is not None and (not isinstance(shutdown_timeout, (int, float)) or shutdown_timeout < 0):
+        raise ValueError(f"ParallelEnv: shutdown_timeout must be a non-negative number, got {shutdown_timeout!r}")
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
+                                    or num_threads < 1):
+        raise ValueError(f"ParallelEnv: num_threads must be a positive int or None, got {num_threads!r}")
+
+
 class ParallelEnv(EnvBase):
     """Batch ``num_workers`` envs, each stepping in its own process.
 
@@ -190,16 +201,10 @@ class ParallelEnv(EnvBase):
         if device is not None and torch.device(device).type != "cpu":
             raise ValueError(f"ParallelEnv: device={device!r} is not supported; reap's envs step on the CPU (move "
                              "batches with the collector's storing_device)")
-        if isinstance(num_sub_threads, bool) or not isinstance(num_sub_threads, int) or num_sub_threads < 1:
-            raise ValueError(f"ParallelEnv: num_sub_threads must be a positive int, got {num_sub_threads!r}")
-        if shutdown_timeout is not None and (not isinstance(shutdown_timeout, (int, float)) or shutdown_timeout < 0):
-            raise ValueError(f"ParallelEnv: shutdown_timeout must be a non-negative number, got {shutdown_timeout!r}")
+        _check_settings(num_sub_threads=num_sub_threads, shutdown_timeout=shutdown_timeout, num_threads=num_threads)
         self._shutdown_timeout = shutdown_timeout
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(f"ParallelEnv: num_workers must be a positive int, got {num_workers!r}")
-        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                        or num_threads < 1):
-            raise ValueError(f"ParallelEnv: num_threads must be a positive int or None, got {num_threads!r}")
         fns = per_worker(create_env_fn, num_workers, "create_env_fn", "ParallelEnv", "callables")
         for fn in fns:
             refuse_torchrl_env(fn, "ParallelEnv")
@@ -281,6 +286,39 @@ class ParallelEnv(EnvBase):
         if not self.is_closed:
             self.close()
             self._start()
+
+    def configure_parallel(self, *, use_buffers=None, shared_memory: bool | None = None, memmap=None,
+                           mp_start_method: str | None = None, num_threads: int | None = None,
+                           num_sub_threads: int | None = None, non_blocking=None, daemon=None,
+                           shutdown_timeout: float | None = None) -> ParallelEnv:
+        """Set how the workers run (TorchRL's), for their next start; returns the env.
+
+        reap's workers start at construction, so this is refused (RuntimeError) while they run:
+        pass the keywords to ``ParallelEnv(...)``, or ``close()`` it first and they apply when
+        ``reset()`` starts the workers again. ``use_buffers``, ``memmap``, ``non_blocking`` and
+        ``daemon`` tune TorchRL's buffers and change nothing here, as in the constructor.
+
+        Example:
+            >>> env.close()  # doctest: +SKIP
+            >>> env.configure_parallel(num_sub_threads=2).reset()  # doctest: +SKIP
+        """
+        if not self.is_closed:
+            raise RuntimeError("ParallelEnv.configure_parallel cannot be called after the environment has started, "
+                               "and reap's ParallelEnv starts its workers at construction: pass these keywords to "
+                               "ParallelEnv(...), or close() it first (they apply when reset() starts the workers)")
+        _check_settings(num_sub_threads=1 if num_sub_threads is None else num_sub_threads,
+                        shutdown_timeout=shutdown_timeout, num_threads=num_threads)
+        if shared_memory is not None:
+            self.shared_memory = bool(shared_memory)
+        if mp_start_method is not None:
+            self._ctx = get_context(mp_start_method, "ParallelEnv")
+        if num_threads is not None:
+            self.num_threads = num_threads
+        if num_sub_threads is not None:
+            self._num_sub_threads = num_sub_threads
+        if shutdown_timeout is not None:
+            self._shutdown_timeout = shutdown_timeout
+        return self
 
     def start(self) -> None:
         """TorchRL's: start the sub-envs if they are not running. reap's start at construction, so

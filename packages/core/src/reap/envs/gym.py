@@ -9,7 +9,12 @@ is ``"observation"``.
 
 Vector envs run with gymnasium's autoreset disabled: reap resets finished sub-envs itself
 (``reset_mask``), so ``("next", "observation")`` is always the true final observation and
-truncations added by transforms or ``max_frames_per_traj`` reset the env too.
+truncations added by transforms or ``max_frames_per_traj`` reset the env too. A vector env
+instance built with ``AutoresetMode.SAME_STEP`` is taken as TorchRL takes it: the final
+observation (gymnasium's ``info["final_obs"]``) is ``("next", "observation")``, and the
+observation the vector env reset to is what reap's reset of that sub-env returns.
+``GymEnv(env_id, num_workers=n)`` with ``n > 1`` is, as in TorchRL, a ``ParallelEnv`` of ``n``
+such envs (reap-collectors-mp).
 
 Examples:
     >>> from reap.envs import GymEnv
@@ -36,7 +41,7 @@ from gymnasium.envs.registration import load_env_creator
 from tensordict import TensorDict
 
 from reap.envs.base import EnvBase
-from reap.envs.gym_info import BaseInfoDictReader, default_info_dict_reader
+from reap.envs.gym_info import BaseInfoDictReader, _autoreset_info_reader, default_info_dict_reader
 from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, TensorSpec, Unbounded
 
 _TORCH_DTYPES = {
@@ -52,8 +57,7 @@ _TORCH_DTYPES = {
 #: TorchRL's GymEnv (and EnvBase) keywords reap takes at these values only, and what to do instead.
 _TORCHRL_ONLY = {
     "convert_actions_to_numpy": ((True,), "gymnasium envs take NumPy actions, which reap gives them"),
-    "num_workers": ((1,), "run workers with reap_mp.ParallelEnv(num_workers, functools.partial(GymEnv, "
-                          "env_name, ...)), or use num_envs for a vector env in this process"),
+    "num_workers": ((1,), "GymWrapper wraps one env instance; GymEnv(env_id, num_workers=n) runs n processes"),
     "native_autoreset": ((False,), "reap resets finished sub-envs itself"),
     "missing_obs_value": ((None,), "reap resets finished sub-envs itself, so no observation is missing"),
     "auto_reset": ((False,), "reap's rollout() and collectors reset done envs themselves"),
@@ -81,6 +85,9 @@ def space_to_spec(space: gym.Space, batch=(), categorical_action_encoding: bool 
         return OneHot(int(space.n), shape=(*batch, int(space.n)), dtype=torch.int64)
     if isinstance(space, gym.spaces.MultiBinary):
         return Binary(shape=(*batch, *np.atleast_1d(space.n)), dtype=torch.int8)
+    if isinstance(space, gym.spaces.Dict):
+        return Composite({key: space_to_spec(sub, batch, categorical_action_encoding) for key, sub in space.items()},
+                         shape=batch)
     raise TypeError(
         f"GymEnv: gymnasium space {space!r} is not supported; use Box, Discrete, MultiBinary "
         "or a Dict of those"
@@ -109,7 +116,10 @@ class GymEnv(EnvBase):
 
     Args:
         env_name: a registered gymnasium id (``"CartPole-v1"``), or an env instance.
-        num_envs: when given, a ``SyncVectorEnv`` of that many copies (batch ``[num_envs]``).
+        num_envs: when given (and not 0, TorchRL's default), a ``SyncVectorEnv`` of that many
+            copies (batch ``[num_envs]``).
+        num_workers: above 1, ``GymEnv`` returns a ``ParallelEnv`` of that many processes, each
+            running this ``GymEnv`` (TorchRL's; needs reap-collectors-mp).
         categorical_action_encoding: ``Discrete`` spaces as ``Categorical`` indices instead of
             ``OneHot`` vectors (TorchRL's default, False).
         from_pixels: add the rendered frame (``render_mode="rgb_array"``) as ``"pixels"``.
@@ -125,7 +135,7 @@ class GymEnv(EnvBase):
             dtypes, so they always pass; ``env.run_type_checks`` says what was asked).
             So is ``spec_locked`` (reap's specs are never locked); TorchRL's other keywords
             are refused where reap cannot honour them, with what to do instead
-            (``num_workers > 1``, ``convert_actions_to_numpy=False``, ``auto_reset=True``, ...).
+            (``convert_actions_to_numpy=False``, ``auto_reset=True``, ...).
         **kwargs: passed to ``gymnasium.make`` / ``gymnasium.make_vec`` (``disable_env_checker``
             defaults to True, as in TorchRL).
     """
@@ -134,6 +144,24 @@ class GymEnv(EnvBase):
 
     available_envs = _RegisteredIds()
     lib = gym  # TorchRL's: the library the env comes from
+
+    def __new__(cls, *args, num_workers: int = 1, **kwargs):
+        if cls is GymEnv and isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers > 1:
+            # TorchRL's: n processes, each running GymEnv(*args, **kwargs); reap-collectors-mp's
+            # ParallelEnv, or an error naming the package to install
+            from reap.envs import ParallelEnv
+
+            return ParallelEnv(num_workers, functools.partial(GymEnv, *args, **kwargs))
+        if num_workers != 1:
+            kwargs["num_workers"] = num_workers  # refused by __init__, with the fix
+        return super().__new__(cls, *args, **kwargs)
+
+    @staticmethod
+    def get_library_name(env) -> str:
+        """The library ``env`` (a gym env instance) comes from: ``"gymnasium"`` (TorchRL's)."""
+        if isinstance(getattr(env, "action_space", None), gym.spaces.Space):
+            return "gymnasium"
+        raise TypeError(f"GymEnv.get_library_name: {env!r} is not a gymnasium env (no gymnasium action_space)")
 
     def __init__(self, env_name, *, num_envs: int | None = None, categorical_action_encoding: bool = False,
                  from_pixels: bool = False, pixels_only: bool | None = None, frame_skip: int = 1,
@@ -144,8 +172,9 @@ class GymEnv(EnvBase):
                 f"GymEnv: device={device!r} is not supported, gymnasium steps on the CPU; "
                 "leave device at 'cpu' and move batches with the collector's storing_device"
             )
-        if num_envs is not None and (not isinstance(num_envs, int) or num_envs < 1):
-            raise ValueError(f"GymEnv: num_envs must be a positive int or None, got {num_envs!r}")
+        if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 0):
+            raise ValueError(f"GymEnv: num_envs must be a non-negative int or None, got {num_envs!r}")
+        num_envs = num_envs or None  # TorchRL's default, 0: a single env
         if not isinstance(frame_skip, int) or isinstance(frame_skip, bool) or frame_skip < 1:
             raise ValueError(f"GymEnv: frame_skip must be a positive int, got {frame_skip!r}")
         if backend not in (None, "gymnasium"):
@@ -159,6 +188,9 @@ class GymEnv(EnvBase):
         self.from_pixels, self.frame_skip = from_pixels, frame_skip
         self._env, self._skip = self._make(env_name, num_envs, from_pixels, pixels_only, frame_skip, kwargs)
         self._vector = isinstance(self._env, gym.vector.VectorEnv)
+        # SAME_STEP vector envs reset finished sub-envs inside step: (reset observation, info, which)
+        self._same_step = self._vector and self._env.metadata.get("autoreset_mode") is gym.vector.AutoresetMode.SAME_STEP
+        self._autoreset: tuple | None = None
         batch = (self._env.num_envs,) if self._vector else ()
         if batch_size is not None and tuple(batch_size) not in ((), batch):
             raise ValueError(f"GymEnv: batch_size={tuple(batch_size)} differs from the env's batch {batch}; "
@@ -185,6 +217,8 @@ class GymEnv(EnvBase):
         self._plain_obs = next(iter(specs)) if plain else None
         self.observation_spec = Composite(specs, shape=batch)
         self.action_spec = as_spec(act_space)
+        # a Dict action space: one action key per entry, gathered into a dict for gym.step
+        self._dict_action = {key: key for key in act_space.spaces} if isinstance(act_space, gym.spaces.Dict) else None
         flag = Categorical(2, shape=(*batch, 1), dtype=torch.bool)
         self.done_spec = Composite(done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=batch)
         # one-hot actions become indices (a vector env's in this buffer) before gym.step
@@ -196,8 +230,10 @@ class GymEnv(EnvBase):
         # TorchRL's GymLikeEnv hooks a subclass overrides: only those run, the others stay inline
         self._overridden = {name for name in ("read_obs", "read_action", "read_reward", "read_done")
                             if getattr(type(self), name) is not getattr(GymEnv, name)}
-        if self._overridden - {"read_obs"}:  # the step runs them; read_obs runs where observations are written
+        if self._overridden - {"read_obs"} or self._dict_action or self._same_step:  # the general step
             self._step_into = self._step_through_hooks
+        if self._same_step:  # TorchRL's: such an env's info entries are observations
+            self.set_info_dict_reader(_autoreset_info_reader())
 
     # ---- TorchRL's GymLikeEnv hooks (override one to change what the env reads) ---------------
     def read_obs(self, observations) -> dict:
@@ -281,11 +317,12 @@ class GymEnv(EnvBase):
                                  "does not pass through; build the instance with them")
             if isinstance(env_name, gym.vector.VectorEnv):
                 mode = env_name.metadata.get("autoreset_mode")
-                if mode is not gym.vector.AutoresetMode.DISABLED:
+                if mode not in (gym.vector.AutoresetMode.DISABLED, gym.vector.AutoresetMode.SAME_STEP):
                     raise ValueError(
-                        "GymEnv: a vector env instance must be built with "
-                        "vector_kwargs={'autoreset_mode': gym.vector.AutoresetMode.DISABLED}; "
-                        "reap resets finished sub-envs itself"
+                        f"GymEnv: a vector env instance with autoreset_mode={mode} steps a finished sub-env's "
+                        "reset in place of its next action; build it with "
+                        "vector_kwargs={'autoreset_mode': gym.vector.AutoresetMode.DISABLED} (reap resets finished "
+                        "sub-envs itself) or AutoresetMode.SAME_STEP"
                     )
                 if from_pixels:
                     raise ValueError("GymEnv: from_pixels=True takes an env id or a single gym.Env, "
@@ -359,6 +396,11 @@ class GymEnv(EnvBase):
 
     def _reset_into(self, root, t, mask):
         seed, self._reset_seed = self._reset_seed, None  # reset(seed=...)'s
+        pending, self._autoreset = self._autoreset, None
+        if pending is not None and mask is not None:
+            mask = self._take_autoreset(pending, root, t, mask)
+            if mask is None:
+                return
         if not self._vector or mask is None or mask.all():
             obs, info = self._env.reset(seed=seed)
             self._write_obs(root, t, obs)
@@ -391,9 +433,17 @@ class GymEnv(EnvBase):
             nxt["done"][t, 0] = terminated or truncated
 
     def _step_through_hooks(self, action, t, root, nxt) -> None:
-        """A step of a subclass overriding TorchRL's ``read_*`` hooks: each runs where TorchRL's does."""
+        """The general step: a subclass's TorchRL ``read_*`` hooks (each runs where TorchRL's does), a
+        ``Dict`` action space, a ``SAME_STEP`` vector env."""
+        self._autoreset = None
+        if self._dict_action is not None:
+            action = {gym_key: root[key][t] for key, gym_key in self._dict_action.items()}
         if "read_action" in self._overridden:
-            action = self.read_action(torch.as_tensor(action))
+            as_tensors = {k: torch.as_tensor(v) for k, v in action.items()} if isinstance(action, dict) else None
+            action = self.read_action(torch.as_tensor(action) if as_tensors is None else as_tensors)
+        elif self._dict_action is not None:
+            action = {gym_key: self._gym_action(self.action_spec[key], action[gym_key])
+                      for key, gym_key in self._dict_action.items()}
         elif self._one_hot_action:
             action = np.argmax(action, axis=-1) if self._vector else action.argmax()
         obs, reward, terminated, truncated, info = self._env.step(action)
@@ -407,11 +457,53 @@ class GymEnv(EnvBase):
         self._write_obs(nxt, t, obs)
         if self.info_dict_reader:
             self._read_info(info, nxt, t)
+        if self._same_step:
+            self._keep_autoreset(nxt, t, obs, info)
         terminated, truncated = np.asarray(terminated), np.asarray(truncated)
         nxt["reward"][t] = np.asarray(reward, dtype=nxt["reward"].dtype).reshape(nxt["reward"][t].shape)
         nxt["terminated"][t] = terminated.reshape(nxt["terminated"][t].shape)
         nxt["truncated"][t] = truncated.reshape(nxt["truncated"][t].shape)
         nxt["done"][t] = (terminated | truncated).reshape(nxt["done"][t].shape)
+
+    def _gym_action(self, spec, action):
+        """One entry of a ``Dict`` action as gymnasium takes it: an index for a one-hot entry."""
+        if isinstance(spec, OneHot):
+            return np.asarray(np.argmax(action, axis=-1))
+        return np.asarray(action)
+
+    def _keep_autoreset(self, nxt, t, obs, info) -> None:
+        """A SAME_STEP vector env: the sub-envs that finished report their final observation as
+        the step's, and the observation they reset to is kept for reap's reset of them."""
+        finished = info.get("_final_obs")
+        if finished is None or not finished.any():
+            return
+        final = info["final_obs"]
+        rows = np.flatnonzero(finished)
+        if isinstance(obs, dict):
+            last = {key: value.copy() for key, value in obs.items()}
+            for i in rows:
+                for key in last:
+                    last[key][i] = final[i][key]
+        else:
+            last = obs.copy()
+            for i in rows:
+                last[i] = final[i]
+        self._write_obs(nxt, t, last, finished)
+        if self.info_dict_reader and "final_info" in info:
+            self._read_info(info["final_info"], nxt, t, finished)
+        self._autoreset = (obs, info, finished)
+
+    def _take_autoreset(self, pending, root, t, mask):
+        """Writes the reset observations a SAME_STEP vector env made (``pending``) for the ``mask``
+        sub-envs; returns the mask of those it did not reset itself (None when there are none)."""
+        obs, info, finished = pending
+        done = mask & finished
+        if done.any():
+            self._write_obs(root, t, obs, done)
+            if self.info_dict_reader:
+                self._read_info(info, root, t, done)
+        rest = mask & ~finished
+        return rest if rest.any() else None
 
     def _skip_frames(self, action, obs, reward, terminated, truncated, info):
         """``frame_skip``: the action again, the rewards summed, until the first done (TorchRL's)."""
@@ -450,8 +542,10 @@ class GymWrapper(GymEnv):
     """Wrap a gymnasium env instance (TorchRL's ``GymWrapper``); ``GymEnv`` takes an id too.
 
     The keywords are :class:`GymEnv`'s (``categorical_action_encoding``, ``from_pixels`` with
-    ``pixels_only`` False by default, ``frame_skip``, ...). A vector env instance must be built with
-    ``vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED}``.
+    ``pixels_only`` False by default, ``frame_skip``, ...). A vector env instance is built with
+    ``autoreset_mode=gym.vector.AutoresetMode.DISABLED`` (reap resets finished sub-envs) or
+    ``SAME_STEP`` (the final observation from its info); ``NEXT_STEP`` is refused, as in TorchRL.
+    A ``Dict`` action space is one action key per entry.
 
     Examples:
         >>> import gymnasium as gym

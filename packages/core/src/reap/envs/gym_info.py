@@ -58,6 +58,8 @@ class default_info_dict_reader(BaseInfoDictReader):  # noqa: N801 (TorchRL's nam
     A key missing from an ``info`` is written as its spec's zero (an error if it has no spec).
     """
 
+    _left_out: frozenset = frozenset()  # keys never learnt (a SAME_STEP vector env's own entries)
+
     def __init__(self, keys: Sequence[str] | None = None,
                  spec: Sequence[TensorSpec] | dict[str, TensorSpec] | Composite | None = None,
                  ignore_private: bool = True):
@@ -91,7 +93,8 @@ class default_info_dict_reader(BaseInfoDictReader):  # noqa: N801 (TorchRL's nam
                           stacklevel=2)
             return tensordict
         if self.keys is None:
-            self.keys = [k for k in info_dict if not (self.ignore_private and str(k).startswith("_"))]
+            self.keys = [k for k in info_dict if not (self.ignore_private and str(k).startswith("_"))
+                         and k not in self._left_out]
         learnt = Composite(shape=()) if self._info_spec is None else None
         for key in self.keys:
             if key in info_dict:
@@ -110,3 +113,10 @@ class default_info_dict_reader(BaseInfoDictReader):  # noqa: N801 (TorchRL's nam
         if learnt is not None:
             self._info_spec = learnt
         return tensordict
+
+
+class _autoreset_info_reader(default_info_dict_reader):  # noqa: N801
+    """What a ``SAME_STEP`` vector env's ``GymEnv`` reads from ``info``, as TorchRL's: every public
+    entry but gymnasium's ``final_obs``/``final_info`` (which the env reads itself)."""
+
+    _left_out = frozenset({"final_obs", "final_info"})
