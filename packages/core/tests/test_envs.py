@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from reap import GymEnv, SerialEnv
+from reap import GymEnv, RewardSum, SerialEnv, StepCounter, TransformedEnv
 from reap.specs import Bounded, Categorical, OneHot
 from reap_testing import CountingEnv
 
@@ -193,6 +193,9 @@ def test_reset_takes_a_seed_and_close_takes_torchrl_s_keyword():
     expected, _ = gym.make("CartPole-v1").reset(seed=3)
     np.testing.assert_array_equal(first.numpy(), expected)
     assert torch.equal(first, again) and not torch.equal(first, env.reset()["observation"])
+    # through transforms too (TorchRL's TransformedEnv passes the seed on to the base env's reset)
+    transformed = TransformedEnv(TransformedEnv(GymEnv("CartPole-v1"), StepCounter()), RewardSum())
+    assert torch.equal(transformed.reset(seed=3)["observation"], first)
     with pytest.raises(TypeError, match=r"GymEnv.reset got unexpected keyword arguments \['options'\]"):
         env.reset(options={})
     env.close(raise_if_closed=False)

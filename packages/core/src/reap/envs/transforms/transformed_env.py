@@ -416,6 +416,9 @@ class TransformedEnv(EnvBase):
     def _set_seed(self, seed):
         self.base_env._set_seed(seed)
 
+    def _seed_reset(self, seed):
+        self.base_env._seed_reset(seed)  # reset(seed=) seeds as the base env's own does (a gymnasium env's reset)
+
     def set_seed(self, seed=None, static_seed: bool = False):
         return self.base_env.set_seed(seed, static_seed=static_seed)
 
