@@ -663,6 +663,39 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
 
         return ParallelEnv(num_envs, create_env_fn, create_env_kwargs=create_env_kwargs, **parallel_kwargs)
 
+    @classmethod
+    def register_gym(cls, id: str, *, entry_point=None, transform=None, info_keys=None, backend=None,
+                     to_numpy: bool = False, reward_threshold: float | None = None, nondeterministic: bool = False,
+                     max_episode_steps: int | None = None, order_enforce: bool = True, autoreset=None,
+                     disable_env_checker: bool = False, apply_api_compatibility: bool = False, **kwargs) -> None:
+        """Register the env (``entry_point``, by default this class) in gymnasium as ``id``, as TorchRL's.
+
+        ``gymnasium.make(id)`` then gives a :class:`~reap.envs.gym_export.ReapGymEnv` running
+        ``entry_point(**kwargs)``, wrapped with ``transform``; ``info_keys`` entries go to
+        ``info``, ``to_numpy`` gives NumPy values rather than tensors. Those three and ``kwargs``
+        may also be given to ``gymnasium.make`` (which overrides the registered ones). The other
+        keywords are ``gymnasium.register``'s; ``autoreset`` and ``apply_api_compatibility`` are
+        gym<1.0 options, refused when set.
+        """
+        if backend not in (None, "gymnasium"):
+            raise ValueError(f"register_gym: backend={backend!r} is not supported; reap registers its envs in "
+                             "gymnasium (leave backend out)")
+        for name, value in (("autoreset", autoreset), ("apply_api_compatibility", apply_api_compatibility)):
+            if value:
+                raise ValueError(f"register_gym: {name}={value!r} is a gym<1.0 option that gymnasium 1.x's make "
+                                 f"does not take; leave {name} out")
+        if entry_point is None and cls is EnvBase:
+            raise ValueError("EnvBase.register_gym: give entry_point= (the env class or a function building it)")
+        import gymnasium
+
+        from reap.envs.gym_export import ReapGymEnv
+
+        gymnasium.register(id, entry_point=ReapGymEnv, reward_threshold=reward_threshold,
+                           nondeterministic=nondeterministic, max_episode_steps=max_episode_steps,
+                           order_enforce=order_enforce, disable_env_checker=disable_env_checker,
+                           kwargs={"entry_point": cls if entry_point is None else entry_point, "transform": transform,
+                                   "info_keys": info_keys, "to_numpy": to_numpy, **kwargs})
+
     def compile(self, **kwargs):
         raise NotImplementedError(f"{type(self).__name__}.compile: reap's envs step outside torch.compile (gymnasium "
                                   "and the array API run in Python); compile the policy instead "
