@@ -2,21 +2,16 @@
 rendezvous; rank 0 trains, ranks 1-3 (one on "node" 0, two on "node" 1) run reap_rpc.serve()."""
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from reap_testing import free_loopback_port
+
 EXAMPLE = Path(__file__).with_name("torchrun_example.py")
 pytestmark = pytest.mark.slow  # four ranks import torch: tens of seconds
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # DistributedCollector under two torchrun nodes is the README's example, run as a file by
@@ -24,7 +19,7 @@ def _free_port() -> int:
 @pytest.mark.parametrize("cls", ["RPCCollector"])
 def test_two_torchrun_nodes_on_loopback_collect_and_take_weights(cls):
     torchrun = Path(sys.executable).with_name("torchrun")
-    master, ours = _free_port(), _free_port()
+    master, ours = free_loopback_port(), free_loopback_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     common = [str(torchrun), "--nnodes=2", "--nproc-per-node=2", "--master-addr=127.0.0.1",
               f"--master-port={master}", "--max-restarts=0"]

@@ -29,6 +29,8 @@ def _local_value(method):
             self = self.local_value()
         return method(self, *args, **kwargs)
 
+    # named as the attribute it becomes, so that pickle (rpc sends methods by name) finds it again
+    call.__module__, call.__qualname__ = __name__, f"RemoteTensorDictReplayBuffer.{method.__name__}"
     return call
 
 
