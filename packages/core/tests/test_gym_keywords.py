@@ -319,6 +319,10 @@ def test_a_dict_action_space_is_one_action_key_per_entry(categorical):
     index = rollout["push"] if categorical else rollout["push"].argmax(-1)
     expected = index.float() + rollout["force"].sum(-1)
     assert torch.allclose(rollout["next", "observation"][:, 0], expected)
+    nested = DictActionEnv()
+    nested.action_space = gym.spaces.Dict(inner=nested.action_space)
+    with pytest.raises(TypeError, match="a Dict action space nested in a Dict is not supported"):
+        GymWrapper(nested)
 
 
 def test_num_envs_zero_is_a_single_env_and_the_library_is_named():

@@ -204,6 +204,10 @@ class GymEnv(EnvBase):
             obs_space, act_space = self._env.observation_space, self._env.action_space
         as_spec = functools.partial(space_to_spec, batch=batch,
                                     categorical_action_encoding=categorical_action_encoding)
+        for what, space in (("observation", obs_space), ("action", act_space)):
+            if isinstance(space, gym.spaces.Dict) and any(isinstance(s, gym.spaces.Dict) for s in space.values()):
+                raise TypeError(f"GymEnv: a Dict {what} space nested in a Dict is not supported ({space!r}); "
+                                "flatten it with gymnasium.wrappers.FlattenObservation or a wrapper of your own")
         if isinstance(obs_space, gym.spaces.Dict):
             spaces = obs_space.spaces
             rename = "state" in spaces and "observation" not in spaces  # TorchRL's rule
@@ -218,7 +222,7 @@ class GymEnv(EnvBase):
         self.observation_spec = Composite(specs, shape=batch)
         self.action_spec = as_spec(act_space)
         # a Dict action space: one action key per entry, gathered into a dict for gym.step
-        self._dict_action = {key: key for key in act_space.spaces} if isinstance(act_space, gym.spaces.Dict) else None
+        self._dict_action = tuple(act_space.spaces) if isinstance(act_space, gym.spaces.Dict) else None
         flag = Categorical(2, shape=(*batch, 1), dtype=torch.bool)
         self.done_spec = Composite(done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=batch)
         # one-hot actions become indices (a vector env's in this buffer) before gym.step
@@ -437,13 +441,12 @@ class GymEnv(EnvBase):
         ``Dict`` action space, a ``SAME_STEP`` vector env."""
         self._autoreset = None
         if self._dict_action is not None:
-            action = {gym_key: root[key][t] for key, gym_key in self._dict_action.items()}
+            action = {key: root[key][t] for key in self._dict_action}
         if "read_action" in self._overridden:
             as_tensors = {k: torch.as_tensor(v) for k, v in action.items()} if isinstance(action, dict) else None
             action = self.read_action(torch.as_tensor(action) if as_tensors is None else as_tensors)
         elif self._dict_action is not None:
-            action = {gym_key: self._gym_action(self.action_spec[key], action[gym_key])
-                      for key, gym_key in self._dict_action.items()}
+            action = {key: self._gym_action(self.action_spec[key], action[key]) for key in self._dict_action}
         elif self._one_hot_action:
             action = np.argmax(action, axis=-1) if self._vector else action.argmax()
         obs, reward, terminated, truncated, info = self._env.step(action)
