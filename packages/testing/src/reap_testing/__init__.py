@@ -34,12 +34,12 @@ from reap_testing.policies import (
     RaisingPolicy,
     constant_policy,
 )
-from reap_testing.rpc import free_loopback_port, rpc_options, rpc_peer
+from reap_testing.rpc import free_loopback_port, remote_buffer_calls, rpc_peer, rpc_run
 from reap_testing.waiting import wait_until
 
 __all__ = ["FAULTS", "AgentsEnv", "BatchSink", "BusyEchoEnv", "BusyEnv", "ConstantPolicy", "ConstantPolicyFactory",
            "CountingEnv", "EchoEnv", "FaultyEnv", "FaultyPolicy", "GrowingEnv", "RaisingPolicy", "UnequalAgentsEnv",
            "child_pids", "children_but_tracker", "constant_policy",
-           "env_fn", "free_loopback_port", "rpc_options", "rpc_peer", "transformed_env_fn", "group_left", "group_pids", "hold_lock_and_die", "inject_fault", "listening_addresses",
+           "env_fn", "free_loopback_port", "remote_buffer_calls", "rpc_peer", "rpc_run", "transformed_env_fn", "group_left", "group_pids", "hold_lock_and_die", "inject_fault", "listening_addresses",
            "pid_alive", "shm_left_by_us", "shm_mapped_by", "shm_segments", "wait_gone", "wait_until",
            "worker_pids"]
