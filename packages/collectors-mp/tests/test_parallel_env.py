@@ -192,10 +192,12 @@ def test_update_kwargs_rebuilds_the_sub_envs(cls):
     make = SerialEnv if cls == "serial" else functools.partial(ParallelEnv, mp_start_method=FAST)
     env = make(2, CountingEnv, create_env_kwargs=[{"limit": 2.0}, {"limit": 3.0}])
     try:
+        assert env.create_env_fn == [CountingEnv, CountingEnv]  # TorchRL's attributes
         env.update_kwargs({"limit": 4.0})
-        assert env.limit == [4.0, 4.0]
+        assert env.limit == [4.0, 4.0] and env.create_env_kwargs == [{"limit": 4.0}, {"limit": 4.0}]
         env.update_kwargs([{"limit": 1.0}, {}])
         assert env.limit == [1.0, 4.0]  # updated, not replaced
+        assert env.create_env_kwargs == [{"limit": 1.0}, {"limit": 4.0}]
         td = env.rollout(2, lambda td: td.set("action", torch.ones(2, 1)), break_when_any_done=False)
         assert td["next", "done"][:, :, 0].tolist() == [[True, True], [False, False]]
         for error in (RuntimeError, ValueError):  # TorchRL raises a RuntimeError, reap's names the fix too

@@ -33,6 +33,7 @@ from reap.envs.serial import (
     FULL_SPECS,
     ForwardedValues,
     SerialEnv,
+    SubEnvFactories,
     env_kwargs,
     forwarded_method,
     needs_tensordicts,
@@ -149,7 +150,7 @@ def _check_settings(*, num_sub_threads, shutdown_timeout, num_threads) -> None:
         raise ValueError(f"ParallelEnv: num_threads must be a positive int or None, got {num_threads!r}")
 
 
-class ParallelEnv(EnvBase):
+class ParallelEnv(SubEnvFactories, EnvBase):
     """Batch ``num_workers`` envs, each stepping in its own process.
 
     Args:

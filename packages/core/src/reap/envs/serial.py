@@ -192,7 +192,20 @@ _ONLY = {
 }
 
 
-class SerialEnv(EnvBase):
+class SubEnvFactories:
+    """TorchRL's public attributes of a batched env: what each sub-env is built with (one entry
+    per worker; ``create_env_kwargs`` as ``update_kwargs`` left them)."""
+
+    @property
+    def create_env_fn(self) -> list:
+        return self._create_env_fn
+
+    @property
+    def create_env_kwargs(self) -> list[dict]:
+        return self._env_kwargs
+
+
+class SerialEnv(SubEnvFactories, EnvBase):
     """Batch ``num_workers`` envs (batch ``[num_workers, *env.batch_size]``) in one process.
 
     TorchRL's keyword arguments are taken; those tuning its buffers and worker processes
