@@ -336,3 +336,6 @@ def test_num_envs_zero_is_a_single_env_and_the_library_is_named():
     with pytest.raises(ValueError, match=r"num_workers=2 is not supported \(GymWrapper wraps one env instance; "
                                          r"GymEnv\(env_id, num_workers=n\) runs n processes\)"):
         GymWrapper(gym.make("CartPole-v1"), num_workers=2)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match=f"GymEnv: num_workers must be a positive int, got {bad!r}"):
+            GymEnv("CartPole-v1", num_workers=bad)

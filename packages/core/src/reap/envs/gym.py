@@ -146,7 +146,9 @@ class GymEnv(EnvBase):
     lib = gym  # TorchRL's: the library the env comes from
 
     def __new__(cls, *args, num_workers: int = 1, **kwargs):
-        if cls is GymEnv and isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers > 1:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"{cls.__name__}: num_workers must be a positive int, got {num_workers!r}")
+        if cls is GymEnv and num_workers > 1:
             # TorchRL's: n processes, each running GymEnv(*args, **kwargs); reap-collectors-mp's
             # ParallelEnv, or an error naming the package to install
             from reap.envs import ParallelEnv

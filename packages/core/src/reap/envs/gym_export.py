@@ -162,6 +162,7 @@ class ReapGymEnv(gymnasium.Env):
         self.reap_env = env
         self.to_numpy = to_numpy
         self.info_keys = [unravel_key(key) for key in (info_keys or ())]
+        self._info_paths = [(key,) if isinstance(key, str) else key for key in self.info_keys]
         obs_spec = env.full_observation_spec
         self._obs_keys = [key for key in obs_spec.keys(True, True) if not self._is_info(key)]
         self._obs_specs = {key: obs_spec[key] for key in self._obs_keys}
@@ -193,8 +194,7 @@ class ReapGymEnv(gymnasium.Env):
 
     def _is_info(self, key) -> bool:
         key = (key,) if isinstance(key, str) else key
-        return any(key[:len(info)] == info for info in
-                   ((k,) if isinstance(k, str) else k for k in self.info_keys))
+        return any(key[:len(path)] == path for path in self._info_paths)
 
     def _joined(self, by_key: dict, as_dict, always: bool = False):
         """The entries as a nested dict (``as_dict`` of it); a single one itself unless ``always``."""
