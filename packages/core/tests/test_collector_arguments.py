@@ -5,6 +5,9 @@ import re
 
 import numpy as np
 import pytest
+import torch
+from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
 
 from reap import Collector, GymEnv
 from reap.collectors.arguments import (
@@ -21,6 +24,7 @@ from reap.collectors.arguments import (
     policy_factories,
 )
 from reap.collectors.worker import worker_seed
+from reap.weight_update import NoWeightSyncScheme, WeightSyncScheme
 
 
 def make_env():
@@ -127,7 +131,10 @@ def test_torchrl_arguments_reap_takes(kwargs):
      r"C: compile_policy=True is not supported by reap; leave it at None \(compile the policy yourself"),
     ({"reset_when_done": False}, NotImplementedError, "C: reset_when_done=False is not supported by reap; leave it at True"),
     ({"weight_sync_schemes": {"policy": "shared_mem"}}, NotImplementedError,
-     r"weight_sync_schemes=.* leave it at None \(a local collector runs the trainer's policy itself"),
+     r"weight_sync_schemes=.* leave it at None \(a local collector runs the trainer's policy itself and takes only "
+     r"NoWeightSyncScheme"),
+    ({"weight_sync_schemes": {"policy": NoWeightSyncScheme(), "value": WeightSyncScheme()}}, NotImplementedError,
+     r"weight_sync_schemes=.* leave it at None"),
     ({"bogus": 1}, TypeError, "C: unexpected keyword argument 'bogus'"),
 ])
 def test_torchrl_arguments_reap_refuses(kwargs, error, match):
@@ -136,6 +143,21 @@ def test_torchrl_arguments_reap_refuses(kwargs, error, match):
     with pytest.raises(error, match=match.replace("C: ", "Collector: ")):
         Collector(make_env, None, frames_per_batch=4, **kwargs)
     check_torchrl_kwargs(kwargs, "C", also_no_effect=set(kwargs))  # a backend's own no-effect names
+
+
+def test_a_local_collector_with_no_weight_sync_ignores_weight_updates_as_torchrls():
+    """TorchRL 0.14.1's Collector(weight_sync_schemes={"policy": NoWeightSyncScheme()}) leaves its
+    policy as it is on update_policy_weights_(weights) (measured); without the scheme it loads them."""
+    for schemes, loads in [(None, True), ({"policy": NoWeightSyncScheme()}, False)]:
+        policy = TensorDictModule(torch.nn.Linear(3, 1), in_keys=["observation"], out_keys=["action"])
+        before = policy.module.weight.detach().clone()
+        zeros = TensorDict.from_module(policy).data.clone().zero_()
+        with Collector(lambda: GymEnv("Pendulum-v1"), policy, frames_per_batch=4, total_frames=4,
+                       weight_sync_schemes=schemes) as c:
+            c.update_policy_weights_(zeros)
+            c.update_policy_weights_(weights_dict={"policy": zeros})
+            assert torch.equal(policy.module.weight.detach(), torch.zeros_like(before) if loads else before)
+            assert next(iter(c)).batch_size == (4,)
 
 
 def test_a_local_collector_refuses_the_selectors_of_several_workers_with_the_fix():

@@ -60,8 +60,9 @@ _DEFAULT_ONLY_FIX = {
     "preemptive_threshold": "MultiSyncCollector (worker processes, or reap-threads' threads) takes it",
     "interruptor": "reap's Collector and the multi-process collectors take it",
     "compact_obs": "reap's Collector, MultiSyncCollector and MultiAsyncCollector take it",
-    "weight_sync_schemes": "a local collector runs the trainer's policy itself; weight_sync_schemes is for the "
-                           "collectors with workers (num_collectors=..., backend=...)",
+    "weight_sync_schemes": "a local collector runs the trainer's policy itself and takes only NoWeightSyncScheme "
+                           "(updates then ignored); other schemes are for the collectors with workers "
+                           "(num_collectors=..., backend=...)",
 }
 
 
@@ -88,6 +89,29 @@ def check_torchrl_kwargs(kwargs: dict, owner: str, *, also_no_effect=()) -> None
         fix = _DEFAULT_ONLY_FIX.get(key)
         raise NotImplementedError(f"{owner}: {key}={value!r} is not supported by reap; leave it at {default!r}"
                                   + (f" ({fix})" if fix else ""))
+
+
+def pop_no_weight_sync(kwargs: dict) -> bool:
+    """Take ``weight_sync_schemes`` out of a local collector's TorchRL ``kwargs`` when every
+    scheme in it is a :class:`~reap.weight_update.NoWeightSyncScheme` (True: then, as TorchRL's,
+    ``update_policy_weights_`` leaves the policy as it is); any other value stays for
+    :func:`check_torchrl_kwargs` to refuse.
+
+    Examples:
+        >>> from reap.weight_update import NoWeightSyncScheme
+        >>> kwargs = {"weight_sync_schemes": {"policy": NoWeightSyncScheme()}}
+        >>> pop_no_weight_sync(kwargs), kwargs
+        (True, {})
+    """
+    from reap.weight_update import NoWeightSyncScheme
+
+    schemes = kwargs.get("weight_sync_schemes")
+    if not isinstance(schemes, dict) or not schemes:
+        return False
+    if not all(isinstance(s, NoWeightSyncScheme) for s in schemes.values()):
+        return False
+    del kwargs["weight_sync_schemes"]
+    return True
 
 
 def check_int(value, name: str, owner: str, *, minimum: int = 1, allow_none: bool = True) -> None:

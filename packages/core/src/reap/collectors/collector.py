@@ -39,6 +39,7 @@ from reap.collectors.arguments import (
     checked_exploration_type,
     checked_init_random_frames,
     checked_track_policy_version,
+    pop_no_weight_sync,
     round_up,
 )
 from reap.collectors.base import BaseCollector, checked_hook, is_private_key
@@ -214,6 +215,7 @@ class Collector(BaseCollector):
         compact_obs: bool = False,
         **torchrl_kwargs,
     ):
+        self._synchronises = not pop_no_weight_sync(torchrl_kwargs)
         check_torchrl_kwargs(torchrl_kwargs, "Collector")
         check_collector_kwargs(dict(
             frames_per_batch=frames_per_batch, total_frames=total_frames, policy=policy,
@@ -650,6 +652,8 @@ class Collector(BaseCollector):
         is the source (a no-op when the collector runs that very object).
         """
         self._check_open()
+        if not self._synchronises:  # weight_sync_schemes={"policy": NoWeightSyncScheme()}
+            return
         policy_or_weights = weights_from_update_args(
             policy_or_weights, model_id=model_id, weights_dict=weights_dict, **kwargs
         )
