@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -103,6 +104,12 @@ class _EnvMeta(type):
 
             env = env_with_policy_transforms(env, policy)
         return env
+
+
+def requires_grad(tensordict: TensorDictBase) -> bool:
+    """Whether grad mode is on and a tensor of ``tensordict`` requires grad."""
+    return torch.is_grad_enabled() and any(
+        v.requires_grad for v in tensordict.values(True, True) if isinstance(v, torch.Tensor))
 
 
 class EnvBase(EnvSpecs, metaclass=_EnvMeta):
@@ -511,8 +518,14 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         tensordict.set("next", self._visible(next_td[0]).clone())
         return tensordict
 
-    def _step_torchrl(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """TorchRL's ``EnvBase.step`` for an env that implements ``_step``."""
+    @property
+    def _steps_with_grad(self) -> bool:
+        """Whether a step can carry gradients from the actions to the outputs: an env written the
+        TorchRL way, whose ``_step`` may be differentiable (an env of the array API steps on NumPy)."""
+        return self._torchrl_style
+
+    def _step_torchrl(self, tensordict: TensorDictBase, step: Callable | None = None) -> TensorDictBase:
+        """TorchRL's ``EnvBase.step`` for an env that implements ``_step`` (or ``step``, its stand-in)."""
         partial = tensordict.pop("_step", None)
         out = None
         if partial is not None:
@@ -522,7 +535,7 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
                 tensordict.set("_step", partial)
         preset = tensordict.get("next", None)
         if out is None:
-            out = self._step_proc_data(self._step(tensordict))
+            out = self._step_proc_data((step or self._step)(tensordict))
         if preset is not None:
             out.update(preset.exclude(*out.keys(True, True)))
         tensordict.set("next", out)

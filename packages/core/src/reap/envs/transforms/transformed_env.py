@@ -34,7 +34,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 
-from reap.envs.base import EnvBase
+from reap.envs.base import EnvBase, requires_grad
 from reap.envs.done import complete_done
 from reap.envs.transforms.compose import Compose, as_transform
 from reap.envs.transforms.layout import Layout
@@ -385,9 +385,25 @@ class TransformedEnv(EnvBase):
         entries in the base env: see the module)."""
         return self.__dict__.get("_on_tensordicts", False)
 
+    def step(self, tensordict):
+        """:meth:`EnvBase.step`; with grad enabled and an input that requires grad, over a base env
+        that can carry it (written the TorchRL way), the transforms and the base env step on
+        TensorDicts, so the gradient flows as through TorchRL's (the step arrays would detach it)."""
+        if not self._torchrl_style and self._steps_with_grad and requires_grad(tensordict):
+            return self._step_torchrl(tensordict, self._step_tensordicts)
+        return super().step(tensordict)
+
+    @property
+    def _steps_with_grad(self) -> bool:
+        return self.base_env._steps_with_grad
+
     def _step(self, tensordict):
         if not self._torchrl_style:
             return self.step(tensordict.clone(False)).get("next")
+        return self._step_tensordicts(tensordict)
+
+    def _step_tensordicts(self, tensordict):
+        """The transforms' and the base env's step on TensorDicts (TorchRL's ``_step``)."""
         inputs = self.transform.inv(tensordict)  # a shallow copy, the actions as the base env reads them
         partial = inputs.get("_step", None)  # a ConditionalSkip's
         if partial is not None and not partial.any():  # the whole step skipped, the transforms' too
