@@ -42,7 +42,17 @@ from tensordict import TensorDict
 
 from reap.envs.base import EnvBase
 from reap.envs.gym_info import BaseInfoDictReader, _autoreset_info_reader, default_info_dict_reader
-from reap.specs import Binary, Bounded, Categorical, Composite, OneHot, TensorSpec, Unbounded
+from reap.specs import (
+    Binary,
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    TensorSpec,
+    Unbounded,
+)
 
 _TORCH_DTYPES = {
     np.dtype("float32"): torch.float32,
@@ -83,15 +93,28 @@ def space_to_spec(space: gym.Space, batch=(), categorical_action_encoding: bool 
         if categorical_action_encoding:
             return Categorical(int(space.n), shape=batch, dtype=_TORCH_DTYPES[np.dtype(space.dtype)])
         return OneHot(int(space.n), shape=(*batch, int(space.n)), dtype=torch.int64)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec)
+        if nvec.ndim != 1 or np.any(space.start != 0):
+            raise TypeError(f"GymEnv: MultiDiscrete spaces must be 1-D and start at 0, got {space!r}; flatten it "
+                            "with a gymnasium wrapper of your own")
+        if categorical_action_encoding:
+            return MultiCategorical(nvec.tolist(), shape=(*batch, len(nvec)), dtype=_TORCH_DTYPES[nvec.dtype])
+        return MultiOneHot(nvec.tolist(), shape=(*batch, int(nvec.sum())), dtype=torch.int64)
     if isinstance(space, gym.spaces.MultiBinary):
         return Binary(shape=(*batch, *np.atleast_1d(space.n)), dtype=torch.int8)
     if isinstance(space, gym.spaces.Dict):
         return Composite({key: space_to_spec(sub, batch, categorical_action_encoding) for key, sub in space.items()},
                          shape=batch)
     raise TypeError(
-        f"GymEnv: gymnasium space {space!r} is not supported; use Box, Discrete, MultiBinary "
+        f"GymEnv: gymnasium space {space!r} is not supported; use Box, Discrete, MultiDiscrete, MultiBinary "
         "or a Dict of those"
     )
+
+
+def _offsets(nvec) -> np.ndarray:
+    """Where each entry of a multi-one-hot row starts."""
+    return np.concatenate([[0], np.cumsum(nvec)[:-1]]).astype(np.intp)
 
 
 def _takes_frameskip(env_name: str) -> bool:
@@ -218,17 +241,29 @@ class GymEnv(EnvBase):
             spaces = {None: obs_space}
             self._obs_keys = {("pixels" if from_pixels else "observation"): None}
         specs = {key: as_spec(spaces[gym_key]) for key, gym_key in self._obs_keys.items()}
-        self._one_hot_obs = {k for k, s in specs.items() if isinstance(s, OneHot)}
-        plain = len(specs) == 1 and not self._one_hot_obs and None in self._obs_keys.values()
+        self._one_hot_obs = {k for k, s in specs.items() if type(s) is OneHot}
+        self._multi_one_hot_obs = {k: _offsets(s.nvec) for k, s in specs.items() if isinstance(s, MultiOneHot)}
+        plain = (len(specs) == 1 and not self._one_hot_obs and not self._multi_one_hot_obs
+                 and None in self._obs_keys.values())
         self._plain_obs = next(iter(specs)) if plain else None
         self.observation_spec = Composite(specs, shape=batch)
         self.action_spec = as_spec(act_space)
+        # A MultiDiscrete action with an "action_mask" observation shaped as its nvec (a board's
+        # cells, say) is one index into the grid, as TorchRL's (gym.step gets the grid coordinates)
+        self._grid_action = None
+        mask_spec = specs.get("action_mask")
+        if isinstance(act_space, gym.spaces.MultiDiscrete) and mask_spec is not None and (
+                tuple(mask_spec.shape) == (*batch, *np.atleast_1d(act_space.nvec))):
+            self._grid_action = tuple(int(n) for n in np.atleast_1d(act_space.nvec))
+            cells = int(np.prod(self._grid_action))
+            self.action_spec = (Categorical(cells, shape=batch) if categorical_action_encoding
+                                else OneHot(cells, shape=(*batch, cells), dtype=torch.bool))
         # a Dict action space: one action key per entry, gathered into a dict for gym.step
         self._dict_action = tuple(act_space.spaces) if isinstance(act_space, gym.spaces.Dict) else None
         flag = Categorical(2, shape=(*batch, 1), dtype=torch.bool)
         self.done_spec = Composite(done=flag, terminated=flag.clone(), truncated=flag.clone(), shape=batch)
         # one-hot actions become indices (a vector env's in this buffer) before gym.step
-        self._one_hot_action = isinstance(self.action_spec, OneHot)
+        self._one_hot_action = type(self.action_spec) is OneHot
         self._action_index = np.zeros(batch, dtype=np.intp)
         self._rows = np.arange(batch[0]) if batch else None
         self.info_dict_reader: list = []  # TorchRL's attribute: set_info_dict_reader appends
@@ -236,7 +271,9 @@ class GymEnv(EnvBase):
         # TorchRL's GymLikeEnv hooks a subclass overrides: only those run, the others stay inline
         self._overridden = {name for name in ("read_obs", "read_action", "read_reward", "read_done")
                             if getattr(type(self), name) is not getattr(GymEnv, name)}
-        if self._overridden - {"read_obs"} or self._dict_action or self._same_step:  # the general step
+        # the general step: TorchRL's hooks, several actions, SAME_STEP, multi-discrete actions
+        if (self._overridden - {"read_obs"} or self._dict_action or self._same_step
+                or isinstance(act_space, gym.spaces.MultiDiscrete)):
             self._step_into = self._step_through_hooks
         if self._same_step:  # TorchRL's: such an env's info entries are observations
             self.set_info_dict_reader(_autoreset_info_reader())
@@ -379,7 +416,14 @@ class GymEnv(EnvBase):
 
     def _write(self, dest: dict, key: str, t: int, value, mask) -> None:
         row = dest[key][t]
-        if key in self._one_hot_obs:  # a Discrete observation: its index as a one-hot row
+        if key in self._multi_one_hot_obs:  # a MultiDiscrete observation: a one-hot row per entry
+            rows = row if mask is None else row[mask]
+            rows[...] = 0
+            np.put_along_axis(rows, np.asarray(value if mask is None else value[mask]) + self._multi_one_hot_obs[key],
+                              1, axis=-1)
+            if mask is not None:
+                row[mask] = rows
+        elif key in self._one_hot_obs:  # a Discrete observation: its index as a one-hot row
             if mask is not None:
                 row = row[mask]
                 value = value[mask]
@@ -449,8 +493,10 @@ class GymEnv(EnvBase):
             action = self.read_action(torch.as_tensor(action) if as_tensors is None else as_tensors)
         elif self._dict_action is not None:
             action = {key: self._gym_action(self.action_spec[key], action[key]) for key in self._dict_action}
-        elif self._one_hot_action:
+        elif self._one_hot_action and self._grid_action is None:
             action = np.argmax(action, axis=-1) if self._vector else action.argmax()
+        else:
+            action = self._gym_action(self.action_spec, action)
         obs, reward, terminated, truncated, info = self._env.step(action)
         if self._skip > 1:
             obs, reward, terminated, truncated, info = self._skip_frames(action, obs, reward, terminated, truncated,
@@ -471,9 +517,14 @@ class GymEnv(EnvBase):
         nxt["done"][t] = (terminated | truncated).reshape(nxt["done"][t].shape)
 
     def _gym_action(self, spec, action):
-        """One entry of a ``Dict`` action as gymnasium takes it: an index for a one-hot entry."""
+        """An action (or one entry of a ``Dict`` action) as gymnasium takes it: an index for a
+        one-hot, an index per entry for a multi-one-hot, grid coordinates for a grid index."""
+        if isinstance(spec, MultiOneHot):
+            return np.stack([np.argmax(part, axis=-1) for part in np.split(action, _offsets(spec.nvec)[1:], -1)], -1)
         if isinstance(spec, OneHot):
-            return np.asarray(np.argmax(action, axis=-1))
+            action = np.argmax(action, axis=-1)
+        if self._grid_action is not None and spec is self.action_spec:
+            return np.stack(np.unravel_index(action, self._grid_action), axis=-1)
         return np.asarray(action)
 
     def _keep_autoreset(self, nxt, t, obs, info) -> None:

@@ -37,7 +37,8 @@ class ActionMask(Transform):
     Args:
         action_key (NestedKey): the action whose spec is masked. Defaults to ``"action"``.
         mask_key (NestedKey): the boolean observation that holds the mask, shaped as the spec's
-            ``mask`` (``[*batch, n]`` for ``Categorical``/``OneHot``). Defaults to ``"action_mask"``.
+            ``mask`` (``[*batch, n]`` for ``Categorical``/``OneHot``; a grid of cells, ``[*batch, *nvec]``,
+            for GymEnv's grid action of a ``MultiDiscrete`` space). Defaults to ``"action_mask"``.
 
     The action spec must be ``OneHot``, ``Categorical``, ``MultiOneHot`` or ``MultiCategorical``
     (a ``ValueError`` names it otherwise, at the first reset). The transform needs an env:
@@ -69,7 +70,12 @@ class ActionMask(Transform):
             raise RuntimeError(f"{type(self)}.parent cannot be None: make sure this transform is executed "
                                "within an environment.")
         spec = self.action_spec
-        spec.update_mask(next_tensordict.get(self.in_keys[1]).to(spec.device))
+        mask = next_tensordict.get(self.in_keys[1]).to(spec.device)
+        if type(spec) in (Categorical, OneHot) and mask.shape[-1] != spec.space.n:
+            # a grid of cells (GymEnv's MultiDiscrete action with a mask shaped as its nvec): one row
+            batch = spec.shape if type(spec) is Categorical else spec.shape[:-1]
+            mask = mask.reshape(*batch, spec.space.n)
+        spec.update_mask(mask)
         return next_tensordict
 
     def _reset(self, tensordict, tensordict_reset):
