@@ -6,8 +6,8 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 
 #: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
 _NEW_TRANSFORMS = (
-    "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "ConditionalSkip", "DTypeCastTransform",
-    "Hash",
+    "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "ConditionalSkip",
+    "DTypeCastTransform", "Hash",
     "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",
     "Reward2GoTransform", "SignTransform", "SqueezeTransform", "Stack", "TargetReturn", "ToTensorImage",
     "UnaryTransform", "VecNormV2",

@@ -45,7 +45,13 @@ from reap.collectors.arguments import (
 from reap.collectors.base import BaseCollector, checked_hook, is_private_key
 from reap.collectors.interaction import rollout_interaction
 from reap.collectors.interruptor import checked_interruptor
-from reap.collectors.policy import PolicyRunner, check_action, check_cast_actions, needs_cast
+from reap.collectors.policy import (
+    PolicyRunner,
+    action_leaf_spec,
+    check_action,
+    check_cast_actions,
+    needs_cast,
+)
 from reap.collectors.policy_transforms import with_policy_transforms
 from reap.collectors.stepwise import StepwiseRollout, stepwise_reason
 from reap.collectors.traj_batches import checked_traj_options
@@ -349,13 +355,13 @@ class Collector(BaseCollector):
             self._root_torch[key] = buf
             root[key] = targets[key] = buf.numpy()
         action_shape = tuple(outputs[env.action_key].shape)
-        if action_shape != tuple(env.action_spec.shape):  # e.g. () for a spec of shape (1,): a view laid out as it
+        if action_shape != tuple(action_leaf_spec(env).shape):  # e.g. () for a spec of shape (1,): a view laid out as it
             view = root[env.action_key].view()
             view.shape = (steps + 1, *action_shape)  # raises rather than copy: the env must see each write
             targets[env.action_key] = view
         self._cast_actions = None  # (the policy's actions, the env's), each step's cast checked exact
         action_dtype = outputs[env.action_key].dtype
-        if needs_cast(action_dtype, env.action_spec):
+        if needs_cast(action_dtype, action_leaf_spec(env)):
             policy_actions = torch.zeros((steps + 1, *action_shape), dtype=action_dtype).numpy()
             self._cast_actions = (policy_actions, targets[env.action_key])
             targets[env.action_key] = policy_actions
@@ -413,7 +419,7 @@ class Collector(BaseCollector):
         step_into, action = env._step_into, root[env.action_key]
         act = self._runner.random_action if self._frames < self.init_random_frames else self._runner
         if self._cast_actions is not None:
-            act = _casting(act, *self._cast_actions, env.action_spec)
+            act = _casting(act, *self._cast_actions, action_leaf_spec(env))
         carry, done_flat, traj, cur = self._carry, self._done_flat, self._traj, self._cur_traj
         passthrough = self._passthrough
         single = self.n_envs == 1

@@ -143,7 +143,7 @@ class PolicyRunner:
     def probe(self, root_td: TensorDict) -> dict[str, torch.Tensor]:
         """Run the policy once on ``root_td`` (a root at one step); returns its outputs by key."""
         if self.mode == "random":
-            return {self.action_key: self.env.action_spec.rand(generator=self.generator)}
+            return {self.action_key: action_leaf_spec(self.env).rand(generator=self.generator)}
         if self.mode == "carrier":
             td = root_td.clone()
             if self.device is not None:
@@ -228,7 +228,7 @@ class PolicyRunner:
     def random_action(self, t: int) -> None:
         """Write a random action at ``t`` (used for ``init_random_frames``)."""
         # reshaped: the action array may be laid out as the policy's action (see check_action)
-        self._action[t] = self.env.action_spec.rand(generator=self.generator).numpy().reshape(self._action.shape[1:])
+        self._action[t] = action_leaf_spec(self.env).rand(generator=self.generator).numpy().reshape(self._action.shape[1:])
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
@@ -263,7 +263,7 @@ def check_action(action: torch.Tensor, env: EnvBase) -> None:
         ValueError: policy: the action has shape (2,) but the env's action_spec expects (1,) (batch ()); make the policy output one action per env
         >>> check_action(torch.tensor([0.0, 1.0]), GymEnv("CartPole-v1"))  # a float one-hot: cast exactly
     """
-    spec = env.action_spec
+    spec = action_leaf_spec(env)
     if tuple(action.shape) != tuple(spec.shape) and _strip_ones(action.shape) != _strip_ones(spec.shape):
         raise ValueError(
             f"policy: the action has shape {tuple(action.shape)} but the env's action_spec expects "
@@ -272,6 +272,12 @@ def check_action(action: torch.Tensor, env: EnvBase) -> None:
         )
     if needs_cast(action.dtype, spec):
         check_cast_actions(action.numpy(force=True), spec)
+
+
+def action_leaf_spec(env):
+    """The spec of the env's one action (``env.action_spec`` is a ``Composite`` when the action is
+    not named ``"action"``: ActionDiscretizer's ``out_action_key``, say)."""
+    return env.full_action_spec[env.action_key]
 
 
 def needs_cast(action_dtype: torch.dtype, spec) -> bool:

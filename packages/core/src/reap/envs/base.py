@@ -515,8 +515,13 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         else:
             self._skip_envs(action, root, nxt, mask)
         self._stash_hidden(root, nxt)
+        for key in self._recorded_root_keys:  # root entries the step itself writes
+            tensordict.set(key, root_td.get(key)[0].clone())
         tensordict.set("next", self._visible(next_td[0]).clone())
         return tensordict
+
+    #: root entries a step writes besides "next" (a TransformedEnv's inverse transforms' records)
+    _recorded_root_keys: tuple = ()
 
     @property
     def _steps_with_grad(self) -> bool:

@@ -14,6 +14,7 @@ Examples:
     [1, 2, 3, 4]
 """
 
+from reap.envs.transforms.action_discretizer import ActionDiscretizer
 from reap.envs.transforms.action_mask import ActionMask
 from reap.envs.transforms.auto_reset import AutoResetEnv, AutoResetTransform
 from reap.envs.transforms.catframes import CatFrames
@@ -53,6 +54,7 @@ from reap.envs.transforms.vecnorm import VecNormV2
 from reap.mirror import module_getattr
 
 __all__ = [
+    "ActionDiscretizer",
     "ActionMask",
     "AutoResetEnv",
     "AutoResetTransform",

@@ -35,12 +35,13 @@ def _row(array: np.ndarray, t: int) -> torch.Tensor:
 class TensorDictHooks:
     """``on_reset``/``on_step``/``on_action`` of ``transform`` through its TorchRL hooks.
 
-    ``before`` and ``after`` are the (root, next) keys of the chain around the transform; the
+    ``before`` and ``after`` are the (root, next) keys of the chain around the transform (its
+    actions ``action_keys``, the env's after it ``actions_after``); the
     views it is called with hold the arrays after it under their keys and the arrays before it
     under ``("in", key)``.
     """
 
-    def __init__(self, transform: Transform, batch_size, before: tuple, after: tuple, action_keys):
+    def __init__(self, transform: Transform, batch_size, before: tuple, after: tuple, action_keys, actions_after=()):
         self.transform = transform
         self.batch_size = batch_size
         self.root_in = [k for k in before[0] if not is_hidden(k)]
@@ -49,7 +50,11 @@ class TensorDictHooks:
         self.next_out = [k for k in after[1] if not is_hidden(k)]
         # the root of a step also holds what the transform keeps there itself (a count, a sum)
         self.root_own = [k for k in self.root_out if k not in self.root_in]
-        self.action_keys = set(action_keys)
+        self.action_keys = set(action_keys)  # before and after the transform
+        # entries the inverse writes that the env after the transform keeps as state (ActionDiscretizer's
+        # continuous action beside the discrete one): the step's record holds what the env got, as TorchRL's
+        self.recorded = [k for k in (transform.in_keys_inv or []) if k in self.root_in and k in self.root_out
+                         and k not in set(actions_after)]
 
     def _td(self, view: dict, keys, t: int, inputs: bool = True) -> TensorDict:
         td = TensorDict(batch_size=self.batch_size)
@@ -97,4 +102,7 @@ class TensorDictHooks:
         for key in self.root_in:  # what the inverse changed, written where the env before reads it
             value = out.get(key, None)
             if value is not None and value is not given.get(key):
-                write_rows(root[("in", key)][t, ...], value.detach().numpy(force=True), None)
+                value = value.detach().numpy(force=True)
+                write_rows(root[("in", key)][t, ...], value, None)
+                if key in self.recorded:
+                    write_rows(root[key][t, ...], value, None)

@@ -215,7 +215,8 @@ class TransformedEnv(EnvBase):
         layout.add(transform, output_spec, input_spec, on_arrays)
         stage = len(layout.root.stages) - 1
         hooks = transform if on_arrays else TensorDictHooks(
-            transform, self.batch_size, before, layout.stage_keys(stage), [*actions, *layout.cats["action"]])
+            transform, self.batch_size, before, layout.stage_keys(stage), [*actions, *layout.cats["action"]],
+            layout.cats["action"])
         if failing_hooks is not None:
             hooks = failing_hooks
         transform._stage = stage
@@ -234,6 +235,8 @@ class TransformedEnv(EnvBase):
         self._reset_chains = [[(f, j) for f, j in reset if j <= s] for s in stages]
         self._step_chains = [[(f, j) for f, j in step if j <= s] for s in stages]
         self._on_action = [(h.on_action, j) for h, j, inverts in reversed(self._hooks) if inverts]
+        self._recorded_root_keys = tuple(dict.fromkeys(
+            k for h, _, inverts in self._hooks if inverts for k in getattr(h, "recorded", ())))
         self._action_direct = not self._on_action and layout.action_is_base
         self._base_action = layout.base_action_key
 
