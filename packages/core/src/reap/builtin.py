@@ -7,7 +7,7 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 #: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
 _NEW_TRANSFORMS = (
     "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "ConditionalSkip",
-    "DTypeCastTransform", "Hash",
+    "DTypeCastTransform", "DiscreteActionProjection", "Hash",
     "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",
     "Reward2GoTransform", "SignTransform", "SqueezeTransform", "Stack", "TargetReturn", "ToTensorImage",
     "UnaryTransform", "VecNormV2",

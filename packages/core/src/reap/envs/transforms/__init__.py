@@ -16,6 +16,7 @@ Examples:
 
 from reap.envs.transforms.action_discretizer import ActionDiscretizer
 from reap.envs.transforms.action_mask import ActionMask
+from reap.envs.transforms.action_projection import DiscreteActionProjection
 from reap.envs.transforms.auto_reset import AutoResetEnv, AutoResetTransform
 from reap.envs.transforms.catframes import CatFrames
 from reap.envs.transforms.compose import Compose
@@ -65,6 +66,7 @@ __all__ = [
     "Compose",
     "ConditionalSkip",
     "DTypeCastTransform",
+    "DiscreteActionProjection",
     "DoubleToFloat",
     "ExcludeTransform",
     "FrameSkipTransform",
