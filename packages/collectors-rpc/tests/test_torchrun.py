@@ -36,5 +36,9 @@ def test_two_torchrun_nodes_on_loopback_collect_and_take_weights(cls):
                 node.wait(10)
     assert [node.returncode for node in nodes] == [0, 0], outputs
     assert "OK 3 3" in outputs[0], outputs[0][-3000:]
-    # a normal shutdown is quiet: no rank's TensorPipe reports a broken pipe (torch's C++ warnings start "[W")
-    assert not [line for out in outputs for line in out.splitlines() if line.startswith("[W")], outputs
+    # a normal shutdown is quiet: no rank's TensorPipe reports a broken pipe (torch's C++ warnings start "[W").
+    # A store client retrying its first connect is start-up, not shutdown: on a loaded machine the other
+    # node's store may come up after this node's first attempt (seen in CI: "failed to connect/validate")
+    warnings = [line for out in outputs for line in out.splitlines()
+                if line.startswith("[W") and "failed to connect/validate" not in line]
+    assert not warnings, outputs
