@@ -483,6 +483,8 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
         self._assert_tensordict_shape(tensordict)
         if self._torchrl_style:
             return self._step_torchrl(tensordict)
+        if self._steps_with_grad and requires_grad(tensordict):  # the step arrays would detach the graph
+            return self._step_torchrl(tensordict, self._step_with_grad)
         missing = [key for key in self.action_keys if key not in tensordict.keys(True)]
         if missing:
             raise KeyError(f"step: the input has no {missing[0]!r} entry (the action)")
@@ -526,8 +528,14 @@ class EnvBase(EnvSpecs, metaclass=_EnvMeta):
     @property
     def _steps_with_grad(self) -> bool:
         """Whether a step can carry gradients from the actions to the outputs: an env written the
-        TorchRL way, whose ``_step`` may be differentiable (an env of the array API steps on NumPy)."""
+        TorchRL way, whose ``_step`` may be differentiable (an env of the array API steps on NumPy).
+        An env of arrays over such envs (``SerialEnv``, ``TransformedEnv``) says so too, and steps
+        on TensorDicts through :meth:`_step_with_grad` when the input requires grad."""
         return self._torchrl_style
+
+    def _step_with_grad(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``_step`` on TensorDicts, for :meth:`step` when gradients must flow (see ``_steps_with_grad``)."""
+        return self._step(tensordict)
 
     def _step_torchrl(self, tensordict: TensorDictBase, step: Callable | None = None) -> TensorDictBase:
         """TorchRL's ``EnvBase.step`` for an env that implements ``_step`` (or ``step``, its stand-in)."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 from tensordict import LazyStackedTensorDict
 
-from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env, requires_grad
+from reap.envs.base import EnvBase, checked_env, refuse_torchrl_env
 from reap.specs.non_tensor import holds_non_tensor
 from reap.specs.stacked import Stacked, StackedComposite
 
@@ -315,16 +315,10 @@ class SerialEnv(SubEnvFactories, EnvBase):
                 for env, (sub, stepped) in zip(self.envs, split_step(tensordict))]
         return stack_sub_envs(outs)
 
-    def step(self, tensordict):
-        """:meth:`EnvBase.step`; with grad enabled and an input that requires grad, sub-envs written
-        the TorchRL way step on TensorDicts, so the gradient flows through their ``_step`` as
-        through TorchRL's SerialEnv (the step arrays would detach it)."""
-        if not self._on_tensordicts and self._steps_with_grad and requires_grad(tensordict):
-            return self._step_torchrl(tensordict)
-        return super().step(tensordict)
-
     @property
     def _steps_with_grad(self) -> bool:
+        """Sub-envs written the TorchRL way pass the gradient through their ``_step``, as through
+        TorchRL's SerialEnv: :meth:`EnvBase.step` then steps them on TensorDicts (``_step``)."""
         return self.envs[0]._steps_with_grad
 
     def root_specs(self):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 
-from reap.envs.base import EnvBase, requires_grad
+from reap.envs.base import EnvBase
 from reap.envs.done import complete_done
 from reap.envs.transforms.compose import Compose, as_transform
 from reap.envs.transforms.layout import Layout
@@ -388,17 +388,14 @@ class TransformedEnv(EnvBase):
         entries in the base env: see the module)."""
         return self.__dict__.get("_on_tensordicts", False)
 
-    def step(self, tensordict):
-        """:meth:`EnvBase.step`; with grad enabled and an input that requires grad, over a base env
-        that can carry it (written the TorchRL way), the transforms and the base env step on
-        TensorDicts, so the gradient flows as through TorchRL's (the step arrays would detach it)."""
-        if not self._torchrl_style and self._steps_with_grad and requires_grad(tensordict):
-            return self._step_torchrl(tensordict, self._step_tensordicts)
-        return super().step(tensordict)
-
     @property
     def _steps_with_grad(self) -> bool:
+        """Over a base env that carries gradients, the transforms and the base env step on
+        TensorDicts when the input requires grad (:meth:`EnvBase.step`), as TorchRL's."""
         return self.base_env._steps_with_grad
+
+    def _step_with_grad(self, tensordict):
+        return self._step_tensordicts(tensordict)
 
     def _step(self, tensordict):
         if not self._torchrl_style:
