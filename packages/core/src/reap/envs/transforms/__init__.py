@@ -20,7 +20,7 @@ from reap.envs.transforms.action_projection import DiscreteActionProjection
 from reap.envs.transforms.auto_reset import AutoResetEnv, AutoResetTransform
 from reap.envs.transforms.catframes import CatFrames
 from reap.envs.transforms.compose import Compose
-from reap.envs.transforms.image import ToTensorImage
+from reap.envs.transforms.image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from reap.envs.transforms.keys import (
     ExcludeTransform,
     RemoveEmptySpecs,
@@ -42,12 +42,13 @@ from reap.envs.transforms.stepping import ConditionalSkip, FrameSkipTransform, N
 from reap.envs.transforms.steps import InitTracker, StepCounter
 from reap.envs.transforms.tensors import (
     CatTensors,
+    FlattenObservation,
     PermuteTransform,
     SqueezeTransform,
     Stack,
     UnsqueezeTransform,
 )
-from reap.envs.transforms.transform import Transform
+from reap.envs.transforms.transform import ObservationTransform, Transform
 from reap.envs.transforms.transformed_env import TransformedEnv
 from reap.envs.transforms.unary import Hash, UnaryTransform
 from reap.envs.transforms.values import ClipTransform, DoubleToFloat, DTypeCastTransform
@@ -62,22 +63,28 @@ __all__ = [
     "BinarizeReward",
     "CatFrames",
     "CatTensors",
+    "CenterCrop",
     "ClipTransform",
     "Compose",
     "ConditionalSkip",
+    "Crop",
     "DTypeCastTransform",
     "DiscreteActionProjection",
     "DoubleToFloat",
     "ExcludeTransform",
+    "FlattenObservation",
     "FrameSkipTransform",
+    "GrayScale",
     "Hash",
     "InitTracker",
     "LineariseRewards",
     "NoopResetEnv",
     "ObservationNorm",
+    "ObservationTransform",
     "PermuteTransform",
     "RemoveEmptySpecs",
     "RenameTransform",
+    "Resize",
     "Reward2GoTransform",
     "RewardClipping",
     "RewardScaling",

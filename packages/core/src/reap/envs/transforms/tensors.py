@@ -1,5 +1,5 @@
 """Transforms that reshape or combine entries (TorchRL's): ``CatTensors``, ``Stack``,
-``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``.
+``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``, ``FlattenObservation``.
 
 Each writes its output array in place from its input arrays (read as they were before it, under
 ``("in", key)``); when the output keeps the input's name, the input stays as a hidden array. On
@@ -454,3 +454,60 @@ class PermuteTransform(_Writes):
             lead = value.ndim - len(self.dims)
             axes = self._axes[value.ndim] = (*range(lead), *(lead + len(self.dims) + d for d in self.dims))
         return value.transpose(axes)
+
+
+class FlattenObservation(_Writes):
+    """Flatten the dims ``first_dim`` to ``last_dim`` of ``in_keys`` (default ``["pixels"]``) into
+    one (TorchRL's ``FlattenObservation``; dims ``>= 0`` need ``allow_positive_dim=True`` and count
+    after the env's batch dims).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import FlattenObservation
+        >>> FlattenObservation(-3, -1)(TensorDict(pixels=torch.zeros(2, 3, 4, 4), batch_size=[2]))["pixels"].shape
+        torch.Size([2, 48])
+    """
+
+    _array_hooks = True
+
+    def __init__(self, first_dim: int, last_dim: int, in_keys=None, out_keys=None, allow_positive_dim: bool = False):
+        in_keys = ["pixels"] if in_keys is None else in_keys
+        super().__init__(in_keys=in_keys, out_keys=copy(in_keys) if out_keys is None else out_keys)
+        for name, dim in (("first_dim", first_dim), ("last_dim", last_dim)):
+            if not allow_positive_dim and dim >= 0:
+                raise ValueError(f"{name} should be smaller than 0 to accommodate for envs of different batch_sizes "
+                                 "(or pass allow_positive_dim=True to count dims after the env's batch dims).")
+        self._first_dim = first_dim
+        self._last_dim = last_dim
+
+    def _counted(self, dim: int) -> int:
+        return len(self.parent.batch_size) + dim if dim >= 0 and self.parent is not None else dim
+
+    @property
+    def first_dim(self) -> int:
+        return self._counted(self._first_dim)
+
+    @property
+    def last_dim(self) -> int:
+        return self._counted(self._last_dim)
+
+    def _apply_transform(self, observation):
+        return torch.flatten(observation, self.first_dim, self.last_dim)
+
+    @apply_to_composite
+    def transform_observation_spec(self, observation_spec):
+        spec = observation_spec.clone()
+        if isinstance(spec.space, ContinuousBox):
+            low, high = self._apply_transform(spec.space.low), self._apply_transform(spec.space.high)
+            spec = spec.reshape(*low.shape)
+            spec.space.low, spec.space.high = low, high
+            return spec
+        return spec.reshape(*self._apply_transform(torch.zeros(spec.shape, device="meta")).shape)
+
+    def _array(self, value, shape):
+        return value.reshape(shape)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(first_dim={int(self.first_dim)}, last_dim={int(self.last_dim)}, "
+                f"in_keys={self.in_keys}, out_keys={self.out_keys})")

@@ -487,6 +487,25 @@ class Transform(nn.Module):
                                     f"has {shown}); its resets and steps raise this KeyError"))
 
 
+class ObservationTransform(Transform):
+    """Base of transforms of observations (TorchRL's): ``in_keys`` default to ``["observation",
+    "pixels"]``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> class Halve(ObservationTransform):
+        ...     def _apply_transform(self, obs):
+        ...         return obs / 2
+        >>> Halve(out_keys=["half", "half_pixels"])(TensorDict(observation=torch.ones(1), pixels=torch.ones(1)))["half"]
+        tensor([0.5000])
+    """
+
+    def __init__(self, in_keys=None, out_keys=None, in_keys_inv=None, out_keys_inv=None):
+        super().__init__(in_keys=["observation", "pixels"] if in_keys is None else in_keys, out_keys=out_keys,
+                         in_keys_inv=in_keys_inv, out_keys_inv=out_keys_inv)
+
+
 class NoInKeys(Exception):
     """Raised by ``_check_in_keys`` when no in_key is produced: the env keeps the transform inert."""
 
