@@ -202,8 +202,8 @@ class Crop(_ImageTransform):
         >>> from tensordict import TensorDict
         >>> from reap.envs.transforms import Crop
         >>> Crop(2, 3, top=1)(TensorDict(pixels=torch.arange(16.).view(1, 4, 4)))["pixels"]
-        tensor([[[4., 5., 6.],
-                 [8., 9., 10.]]])
+        tensor([[[ 4.,  5.,  6.],
+                 [ 8.,  9., 10.]]])
     """
 
     def __init__(self, w: int, h: int | None = None, top: int = 0, left: int = 0, in_keys=None, out_keys=None):
