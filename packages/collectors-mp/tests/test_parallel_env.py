@@ -387,3 +387,18 @@ def test_torchrl_keywords():
     ]:
         with pytest.raises(error, match=match):
             ParallelEnv(2, make, **kwargs)
+
+
+@pytest.mark.parametrize("start_method", [FAST, "fork"])
+def test_traj_counter_is_shared_by_the_workers(start_method):
+    from reap.envs.transforms import TrajCounter
+    from reap_testing import transformed_env_fn
+
+    counter = TrajCounter()
+    with ParallelEnv(2, transformed_env_fn(counter, episode_len=3), mp_start_method=start_method) as env:
+        rollout = env.rollout(9, break_when_any_done=False)
+    counts = rollout["next", "traj_count"].squeeze(-1)
+    per_trajectory = counts[:, ::3]  # each worker's episodes are 3 steps long
+    assert sorted(per_trajectory.flatten().tolist()) == list(range(6))  # no number given twice
+    assert torch.equal(counts, per_trajectory.repeat_interleave(3, dim=1))
+    assert counter.state_dict() == {"traj_count": 6}  # the workers took them from this process's counter

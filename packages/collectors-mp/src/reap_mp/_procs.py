@@ -6,7 +6,9 @@
   (:mod:`reap.collectors.spawn`: a worker that dies of it is reported with that explanation).
 * :class:`Payload`: cloudpickles what plain pickle cannot send to a spawned child: lambdas, and
   the functions and classes of ``__main__`` (the child's ``__main__`` is the script re-imported
-  without its guarded block, so they may not exist there by name).
+  without its guarded block, so they may not exist there by name). Both picklers know
+  multiprocessing's own objects (``mp.Value``, locks, queues: shared with the child, as they are
+  when passed to ``Process`` directly).
 * :class:`WorkerHandle`: one child process and its pipe; every wait is bounded and watches the
   process sentinel, so a dead child is reported at once with its exit code or signal.
 """
@@ -22,6 +24,7 @@ import pickle
 import signal
 import time
 import types
+from collections import ChainMap
 
 from reap.collectors.spawn import check_main_guard, prepare_reports, start_report
 from reap.errors import WorkerError
@@ -52,14 +55,24 @@ def get_context(method: str | None, owner: str):
     return ctx
 
 
-class _NoMainPickler(pickle.Pickler):
-    """Plain pickle, refusing the functions and classes of ``__main__`` (sent by reference, a
-    function defined under ``if __name__ == "__main__":`` would not exist in the child)."""
+class _NoMainPickler(multiprocessing.reduction.ForkingPickler):
+    """Plain pickle (with multiprocessing's reducers), refusing the functions and classes of
+    ``__main__`` (sent by reference, a function defined under ``if __name__ == "__main__":``
+    would not exist in the child)."""
 
     def reducer_override(self, obj):
         if isinstance(obj, (type, types.FunctionType)) and obj.__module__ == "__main__":
             raise pickle.PicklingError(f"{obj.__qualname__} belongs to __main__")
         return NotImplemented
+
+
+if cloudpickle is not None:
+    class _CloudPickler(cloudpickle.Pickler):
+        """cloudpickle with multiprocessing's reducers (an ``mp.Value``'s shared memory travels as
+        a descriptor to the starting child, not as bytes)."""
+
+        dispatch_table = ChainMap(multiprocessing.reduction.ForkingPickler._extra_reducers,
+                                  cloudpickle.Pickler.dispatch_table)
 
 
 class Payload:
@@ -83,7 +96,9 @@ class Payload:
         except Exception:
             if cloudpickle is None:
                 raise
-            return {"raw": cloudpickle.dumps(self._obj), "cloud": True}
+            buffer = io.BytesIO()
+            _CloudPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(self._obj)
+            return {"raw": buffer.getvalue(), "cloud": True}
 
     def __setstate__(self, state):
         self._raw = state["raw"]

@@ -7,8 +7,8 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 #: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
 _NEW_TRANSFORMS = (
     "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "CenterCrop",
-    "ConditionalSkip", "Crop", "DTypeCastTransform", "DiscreteActionProjection", "FlattenObservation", "GrayScale",
-    "Hash", "ObservationTransform", "Resize",
+    "ConditionalSkip", "Crop", "DTypeCastTransform", "DiscreteActionProjection", "FiniteTensorDictCheck",
+    "FlattenObservation", "GrayScale", "Hash", "ObservationTransform", "Resize", "TimeMaxPool", "TrajCounter",
     "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",
     "Reward2GoTransform", "SignTransform", "SqueezeTransform", "Stack", "TargetReturn", "ToTensorImage",
     "UnaryTransform", "VecNormV2",

@@ -19,6 +19,7 @@ from reap.envs.transforms.action_mask import ActionMask
 from reap.envs.transforms.action_projection import DiscreteActionProjection
 from reap.envs.transforms.auto_reset import AutoResetEnv, AutoResetTransform
 from reap.envs.transforms.catframes import CatFrames
+from reap.envs.transforms.checks import FiniteTensorDictCheck
 from reap.envs.transforms.compose import Compose
 from reap.envs.transforms.image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from reap.envs.transforms.keys import (
@@ -28,6 +29,7 @@ from reap.envs.transforms.keys import (
     SelectTransform,
 )
 from reap.envs.transforms.normalization import ObservationNorm, VecNorm
+from reap.envs.transforms.pooling import TimeMaxPool
 from reap.envs.transforms.primer import TensorDictPrimer
 from reap.envs.transforms.returns import Reward2GoTransform, TargetReturn
 from reap.envs.transforms.reward import (
@@ -39,7 +41,7 @@ from reap.envs.transforms.reward import (
     SignTransform,
 )
 from reap.envs.transforms.stepping import ConditionalSkip, FrameSkipTransform, NoopResetEnv
-from reap.envs.transforms.steps import InitTracker, StepCounter
+from reap.envs.transforms.steps import InitTracker, StepCounter, TrajCounter
 from reap.envs.transforms.tensors import (
     CatTensors,
     FlattenObservation,
@@ -72,6 +74,7 @@ __all__ = [
     "DiscreteActionProjection",
     "DoubleToFloat",
     "ExcludeTransform",
+    "FiniteTensorDictCheck",
     "FlattenObservation",
     "FrameSkipTransform",
     "GrayScale",
@@ -96,7 +99,9 @@ __all__ = [
     "StepCounter",
     "TargetReturn",
     "TensorDictPrimer",
+    "TimeMaxPool",
     "ToTensorImage",
+    "TrajCounter",
     "Transform",
     "TransformedEnv",
     "UnaryTransform",

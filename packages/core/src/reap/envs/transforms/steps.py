@@ -1,4 +1,4 @@
-"""Per-trajectory bookkeeping: ``StepCounter`` and ``InitTracker`` (TorchRL's).
+"""Per-trajectory bookkeeping: ``StepCounter``, ``InitTracker`` and ``TrajCounter`` (TorchRL's).
 
 Both need an env (their ``forward`` raises, as TorchRL's): they count or flag steps since the
 last reset, on the root at reset and in ``"next"`` at each step.
@@ -20,11 +20,17 @@ Examples:
 
 from __future__ import annotations
 
+import multiprocessing as mp
+from multiprocessing.context import get_spawning_popen
+
 import numpy as np
 import torch
 
 from reap.envs.transforms.transform import FORWARD_NOT_IMPLEMENTED, Transform
 from reap.specs import Bounded, Categorical, Composite
+
+# a spawn context's lock can be handed to processes of any start method (a fork context's only to forked ones)
+COUNTERS = mp.get_context("spawn")
 
 
 def group_roots(env, nested: bool = False) -> list:
@@ -369,3 +375,119 @@ class InitTracker(Transform):
 
     def __repr__(self) -> str:
         return f"InitTracker(init_key={self.init_key!r})"
+
+
+class TrajCounter(Transform):
+    """Number each trajectory: at every reset, each sub-env that starts one gets the next number of
+    a counter (``out_key``, int64, shaped like its done flags), kept through its steps (TorchRL's).
+
+    The counter is an ``mp.Value``: clones of the transform share it, and so do the processes that
+    get the transform when they start (a ``ParallelEnv``'s or a multiprocess collector's workers),
+    so no two trajectories get the same number. A copy pickled otherwise (saved, or sent to a Ray
+    actor or another machine) takes the count and goes on alone. ``state_dict()`` is
+    ``{"traj_count": n}``, the next number.
+
+    Examples:
+        >>> from reap.envs import GymEnv
+        >>> from reap.envs.transforms import StepCounter, TrajCounter, TransformedEnv
+        >>> env = TransformedEnv(GymEnv("Pendulum-v1"), StepCounter(2)).append_transform(TrajCounter())
+        >>> env.rollout(6, break_when_any_done=False)["next", "traj_count"].flatten().tolist()
+        [0, 0, 1, 1, 2, 2]
+    """
+
+    _array_hooks = True
+
+    def __init__(self, out_key="traj_count", *, repeats: int | None = None):
+        super().__init__(in_keys=[], out_keys=[out_key])
+        self._traj_count = COUNTERS.Value("q", 0)
+        self.repeats = 0 if repeats is None else repeats
+
+    def clone(self) -> TrajCounter:
+        other = super().clone()
+        other._traj_count = self._traj_count  # shared, as TorchRL's
+        return other
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if get_spawning_popen() is None:  # pickled for storage, not for a starting process: the count only
+            state["_traj_count"] = int(self._traj_count.value)
+        return state
+
+    def __setstate__(self, state):
+        count = state["_traj_count"]
+        if isinstance(count, int):
+            state["_traj_count"] = COUNTERS.Value("q", count)
+        super().__setstate__(state)
+
+    def _take(self, n: int) -> int:
+        """Reserve ``n`` numbers of the counter; the first of them."""
+        with self._traj_count.get_lock():
+            first = self._traj_count.value
+            self._traj_count.value = first + n
+        return first
+
+    def _matching(self, keys, what: str):
+        """The key of ``keys`` in the same group as ``out_key`` (the same prefix)."""
+        out_key = self.out_keys[0]
+        for key in keys:
+            if isinstance(out_key, str) and isinstance(key, str):
+                return key
+            if isinstance(out_key, tuple) and isinstance(key, tuple) and key[:-1] == out_key[:-1]:
+                return key
+        raise KeyError(f"TrajCounter: no {what} in the group of its key {out_key!r} (the env has {list(keys)}); "
+                       "give an out_key beside one of the env's done flags")
+
+    def transform_observation_spec(self, observation_spec):
+        if not isinstance(observation_spec, Composite):
+            raise ValueError(f"observation_spec was expected to be of type Composite. Got {type(observation_spec)} "
+                             "instead.")
+        done_key = self._matching(self.parent.done_keys, "done flag")
+        shape = self.parent.output_spec["full_done_spec"][done_key].shape
+        observation_spec[self.out_keys[0]] = Bounded(low=0, high=torch.iinfo(torch.int64).max, shape=shape,
+                                                     dtype=torch.int64, device=observation_spec.device)
+        return observation_spec
+
+    def _reset(self, tensordict, tensordict_reset):
+        out_key = self.out_keys[0]
+        reset_key = self._matching(self.parent.reset_keys, "reset key")
+        reset = None if tensordict is None else tensordict.get(reset_key, None)
+        if reset is None:
+            reset = torch.ones(self.container.observation_spec[out_key].shape, dtype=torch.bool)
+        numbers = torch.zeros(reset.shape, dtype=torch.int64, device=tensordict_reset.device)
+        n = int(reset.sum())
+        numbers[reset] = torch.arange(n, dtype=torch.int64, device=numbers.device) + self._take(n)
+        tensordict_reset.set(out_key, numbers)
+        return tensordict_reset
+
+    def _step(self, tensordict, next_tensordict):
+        next_tensordict.set(self.out_keys[0], tensordict.get(self.out_keys[0]))
+        return next_tensordict
+
+    def _call(self, next_tensordict):
+        raise RuntimeError(f"{type(self).__name__} can only be called within an environment step or reset.")
+
+    def forward(self, tensordict):
+        raise RuntimeError(f"{type(self).__name__} can only be called within an environment step or reset.")
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        return {"traj_count": int(self._traj_count.value)}
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        with self._traj_count.get_lock():
+            self._traj_count.value = int(state_dict["traj_count"])
+
+    # ---- arrays --------------------------------------------------------------------------------
+    def _attach(self, env):
+        self._key = self.out_keys[0]
+
+    def on_reset(self, root, t, mask):
+        out = root[self._key][t]
+        if mask is None or mask.ndim == 0:
+            out[...] = np.arange(out.size).reshape(out.shape) + self._take(out.size)
+        else:
+            rows = np.broadcast_to(mask.reshape(mask.shape + (1,) * (out.ndim - mask.ndim)), out.shape)
+            n = int(rows.sum())
+            out[rows] = np.arange(n) + self._take(n)
+
+    def on_step(self, root, nxt, t):
+        nxt[self._key][t] = root[self._key][t]
