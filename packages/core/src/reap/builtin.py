@@ -8,7 +8,8 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 _NEW_TRANSFORMS = (
     "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "CenterCrop",
     "ConditionalSkip", "Crop", "DTypeCastTransform", "DiscreteActionProjection", "FiniteTensorDictCheck",
-    "FlattenObservation", "GrayScale", "Hash", "ObservationTransform", "Resize", "TimeMaxPool", "TrajCounter",
+    "FlattenObservation", "GrayScale", "Hash", "MultiStepTransform", "ObservationTransform", "RandomCropTensorDict",
+    "Resize", "TimeMaxPool", "TrajCounter",
     "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",
     "Reward2GoTransform", "SignTransform", "SqueezeTransform", "Stack", "TargetReturn", "ToTensorImage",
     "UnaryTransform", "VecNormV2",

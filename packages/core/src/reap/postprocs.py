@@ -82,9 +82,7 @@ class MultiStep(torch.nn.Module):
         span = ends - time  # later steps of the same trajectory within the batch
         ahead = span.clamp(max=self.n_steps - 1)
         nxt = td.get("next")
-        gathered = nxt.exclude(*self.reward_keys, *self.done_keys).apply(
-            lambda x: x.gather(len(batch), _expand_right(time + ahead, x))
-        )
+        gathered = nxt.exclude(*self.reward_keys, *self.done_keys).gather(len(batch), time + ahead)
         for key in self.reward_keys:
             reward = nxt.get(key)
             nxt.rename_key_(key, "original_reward")

@@ -28,9 +28,11 @@ from reap.envs.transforms.keys import (
     RenameTransform,
     SelectTransform,
 )
+from reap.envs.transforms.multistep import MultiStepTransform
 from reap.envs.transforms.normalization import ObservationNorm, VecNorm
 from reap.envs.transforms.pooling import TimeMaxPool
 from reap.envs.transforms.primer import TensorDictPrimer
+from reap.envs.transforms.random_crop import RandomCropTensorDict
 from reap.envs.transforms.returns import Reward2GoTransform, TargetReturn
 from reap.envs.transforms.reward import (
     BinarizeReward,
@@ -81,10 +83,12 @@ __all__ = [
     "Hash",
     "InitTracker",
     "LineariseRewards",
+    "MultiStepTransform",
     "NoopResetEnv",
     "ObservationNorm",
     "ObservationTransform",
     "PermuteTransform",
+    "RandomCropTensorDict",
     "RemoveEmptySpecs",
     "RenameTransform",
     "Resize",
