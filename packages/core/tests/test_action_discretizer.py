@@ -7,7 +7,7 @@ from tensordict import TensorDict
 import reap.envs
 import reap.specs
 from reap.collectors import Collector
-from reap.envs import ActionDiscretizer, GymEnv
+from reap.envs import ActionDiscretizer, GymEnv, SerialEnv
 from reap.envs.utils import check_env_specs
 
 Sampling = ActionDiscretizer.SamplingStrategy
@@ -87,6 +87,11 @@ def test_a_collector_runs_a_discrete_policy_on_pendulum():
         data = next(iter(collector))
     bins = torch.tensor([-1.6, -0.8, 0.0, 0.8, 1.6])
     torch.testing.assert_close(data["action"], bins[data["action_disc"]])
+    serial = SerialEnv(2, lambda: GymEnv("Pendulum-v1").append_transform(
+        ActionDiscretizer(5, out_action_key="action_disc")))
+    rollout = serial.rollout(6)  # the sub-envs' records reach the batched env's steps too
+    assert rollout["action"].shape == (2, 6, 1) and rollout["action"].abs().sum() > 0
+    torch.testing.assert_close(rollout["action"], bins[rollout["action_disc"]])
 
 
 def test_bad_arguments_are_refused():
@@ -117,4 +122,18 @@ def test_the_same_specs_and_values_as_torchrls(kwargs, sampling, categorical):
     torch.manual_seed(0)
     actions = [theirs.rand() for _ in range(8)]
     values = [[env.transform.inv(env.reset().set(key, a.clone()))["action"] for a in actions] for env in envs]
-    torch.testing.assert_close(torch.stack(values[1]), torch.stack(values[0]))
+    assert torch.equal(torch.stack(values[1]), torch.stack(values[0]))  # the same floats
+    buffers = [{k: v for k, v in env.transform.state_dict().items()} for env in envs]
+    assert buffers[0].keys() == buffers[1].keys() and all(torch.equal(buffers[0][k], buffers[1][k]) for k in buffers[0])
+
+
+def test_state_dict_holds_torchrls_buffers_and_loads_back():
+    env = reap.envs.GymEnv("Pendulum-v1").append_transform(ActionDiscretizer(5))
+    state = env.transform.state_dict()
+    assert sorted(state) == ["intervals", "nvec"] and state["nvec"].tolist() == [5]
+    assert state["intervals"].shape == (1, 5)
+    torch.testing.assert_close(state["intervals"][0], torch.tensor([-1.6, -0.8, 0.0, 0.8, 1.6]))
+    other = reap.envs.GymEnv("Pendulum-v1").append_transform(ActionDiscretizer(5))
+    other.transform.load_state_dict(state)
+    per_entry = reap.envs.GymEnv("Pendulum-v1").append_transform(ActionDiscretizer(torch.tensor([3])))
+    assert sorted(per_entry.transform.state_dict()) == ["num_intervals", "nvec"]  # no intervals buffer, as TorchRL's

@@ -6,7 +6,12 @@ import torch
 from tensordict import TensorDict
 
 from reap.envs import GymEnv, SerialEnv
-from reap.envs.transforms import MultiStepTransform, RandomCropTensorDict, StepCounter, TransformedEnv
+from reap.envs.transforms import (
+    MultiStepTransform,
+    RandomCropTensorDict,
+    StepCounter,
+    TransformedEnv,
+)
 from reap.postprocs import MultiStep
 from reap_replay import LazyTensorStorage, ReplayBuffer
 

@@ -339,6 +339,10 @@ class SerialEnv(SubEnvFactories, EnvBase):
     def passthrough_keys(self):
         return self.envs[0].passthrough_keys
 
+    @property
+    def _recorded_root_keys(self) -> tuple:
+        return self.envs[0]._recorded_root_keys
+
     def _primed_action_keys(self) -> tuple:
         return self.envs[0]._primed_action_keys()
 

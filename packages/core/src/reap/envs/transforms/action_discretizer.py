@@ -73,9 +73,11 @@ class ActionDiscretizer(Transform):
         """Where each of ``nint`` bins' values lie, as fractions of the action's range in
         ``[0, 1]``: ``k / nint`` (LOW, RANDOM), ``(k + 1) / nint`` (HIGH), ``(k + 0.5) / nint``
         (MEDIAN)."""
-        k = torch.arange(nint, dtype=self.dtype, device=device)
-        shift = {self.SamplingStrategy.HIGH: 1.0, self.SamplingStrategy.MEDIAN: 0.5}.get(self.sampling, 0.0)
-        return (k + shift) / nint
+        lower = torch.arange(nint, dtype=self.dtype, device=device) / nint
+        if self.sampling not in (self.SamplingStrategy.HIGH, self.SamplingStrategy.MEDIAN):
+            return lower
+        upper = (1 - lower).flip(0)  # computed from the top, as TorchRL's (the same floats)
+        return upper if self.sampling == self.SamplingStrategy.HIGH else (lower + upper) / 2
 
     def transform_input_spec(self, input_spec):
         if self.parent is None:
@@ -94,7 +96,10 @@ class ActionDiscretizer(Transform):
             low, high = low.reshape(-1, spec.shape[-1])[0], high.reshape(-1, spec.shape[-1])[0]
             self.bins = [lo + self.custom_arange(n, spec.device) * (hi - lo) for lo, hi, n in zip(low, high, counts)]
             self.jitters = (high - low) / torch.as_tensor(counts, dtype=self.dtype, device=spec.device)
-        self.nvec = torch.as_tensor(counts[0] if scalar else counts, device=spec.device)
+        # TorchRL's buffers (its checkpoints hold them): the bins' values when one count was given, the counts
+        if not isinstance(self.num_intervals, torch.Tensor):
+            self.register_buffer("intervals", self.bins[0] if scalar else torch.stack(self.bins))
+        self.register_buffer("nvec", torch.as_tensor(counts[0] if scalar else counts, device=spec.device))
         if scalar:
             discrete = (Categorical(counts[0], device=spec.device) if self.categorical
                         else OneHot(counts[0], device=spec.device))
