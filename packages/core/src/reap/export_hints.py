@@ -186,8 +186,8 @@ TORCHRL_ONLY = {
         "CartesianSolver", "ChessEnv", "ConditionalPolicySwitch", "CraftGroundEnv",
         "CraftGroundWrapper", "CubeBowlEnv", "DMControlEnv", "DMControlWrapper",
         "DecodeVideoTransform", "DeviceCastTransform", "DreamerDecoder", "DreamerEnv",
-        "EndOfLifeTransform", "EnvMetaData", "ExpandAs", "FinancialRegimeEnv", "FlattenAction",
-        "GenesisEnv", "GenesisWrapper", "GymLikeEnv", "HabitatEnv", "HopperEnv", "HumanoidEnv",
+        "EnvMetaData", "ExpandAs", "FinancialRegimeEnv", "FlattenAction", "GenesisEnv",
+        "GenesisWrapper", "GymLikeEnv", "HabitatEnv", "HopperEnv", "HumanoidEnv",
         "HumanoidMacroAction", "ImaginedEnv", "IsaacGymEnv", "IsaacGymWrapper", "IsaacLabWrapper",
         "JumanjiEnv", "JumanjiWrapper", "LBForagingEnv", "LBForagingWrapper", "LLMHashingEnv",
         "LiberoEnv", "LiberoWrapper", "MJLabEnv", "MJLabWrapper", "MOGymEnv", "MOGymWrapper",
@@ -212,15 +212,15 @@ TORCHRL_ONLY = {
     "reap.envs.transforms": (
         "ActionChunkTransform", "ActionScaling", "ActionTokenizerTransform", "BatchSizeTransform",
         "BurnInTransform", "CartesianSolver", "ConditionalPolicySwitch", "DecodeVideoTransform",
-        "DeviceCastTransform", "EndOfLifeTransform", "ExpandAs", "FlattenAction",
-        "HumanoidMacroAction", "MacroAction", "MacroPrimitive", "MacroPrimitiveTransform",
-        "MeanActionSelector", "ModuleTransform", "MultiAction", "NextObservationDelta",
-        "NextStateReconstructor", "PinMemoryTransform", "PolicyAgeFilter", "R3MTransform",
-        "RNDTransform", "RandomTruncationTransform", "RayTransform", "RobotMacroAction",
-        "RobotMacroActionMode", "RunningMeanStd", "SatelliteAttitudeTransform",
-        "SatelliteMacroAction", "SuccessReward", "TargetMacroAction", "TerminateTransform", "Timer",
-        "Tokenizer", "URScriptPrimitive", "URScriptPrimitiveTransform", "VC1Transform",
-        "VIPRewardTransform", "VIPTransform", "VecGymEnvTransform", "gSDENoise"
+        "DeviceCastTransform", "ExpandAs", "FlattenAction", "HumanoidMacroAction", "MacroAction",
+        "MacroPrimitive", "MacroPrimitiveTransform", "MeanActionSelector", "ModuleTransform",
+        "MultiAction", "NextObservationDelta", "NextStateReconstructor", "PinMemoryTransform",
+        "PolicyAgeFilter", "R3MTransform", "RNDTransform", "RandomTruncationTransform",
+        "RayTransform", "RobotMacroAction", "RobotMacroActionMode", "RunningMeanStd",
+        "SatelliteAttitudeTransform", "SatelliteMacroAction", "SuccessReward", "TargetMacroAction",
+        "TerminateTransform", "Timer", "Tokenizer", "URScriptPrimitive",
+        "URScriptPrimitiveTransform", "VC1Transform", "VIPRewardTransform", "VIPTransform",
+        "VecGymEnvTransform", "gSDENoise"
     ),
     "reap.envs.utils": (
         "MarlGroupMapType", "check_marl_grouping"

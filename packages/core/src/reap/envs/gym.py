@@ -594,6 +594,19 @@ class GymEnv(EnvBase):
         return f"{type(self).__name__}(env={name}, batch_size={self.batch_size}, device={self.device})"
 
 
+    def __getattr__(self, name: str):
+        """A public attribute the GymEnv lacks is its gymnasium env's (``env.unwrapped``,
+        ``env.spec``, a game's ``ale``), as TorchRL's wrappers forward them."""
+        env = self.__dict__.get("_env")
+        if env is None or name.startswith("_"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
+        try:
+            return getattr(env, name)
+        except AttributeError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}, nor has its "
+                                 f"gymnasium env {env}") from None
+
+
 class GymWrapper(GymEnv):
     """Wrap a gymnasium env instance (TorchRL's ``GymWrapper``); ``GymEnv`` takes an id too.
 

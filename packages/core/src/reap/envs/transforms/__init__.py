@@ -21,6 +21,7 @@ from reap.envs.transforms.auto_reset import AutoResetEnv, AutoResetTransform
 from reap.envs.transforms.catframes import CatFrames
 from reap.envs.transforms.checks import FiniteTensorDictCheck
 from reap.envs.transforms.compose import Compose
+from reap.envs.transforms.end_of_life import EndOfLifeTransform
 from reap.envs.transforms.image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from reap.envs.transforms.keys import (
     ExcludeTransform,
@@ -75,6 +76,7 @@ __all__ = [
     "DTypeCastTransform",
     "DiscreteActionProjection",
     "DoubleToFloat",
+    "EndOfLifeTransform",
     "ExcludeTransform",
     "FiniteTensorDictCheck",
     "FlattenObservation",
