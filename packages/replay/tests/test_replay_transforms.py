@@ -1,12 +1,15 @@
-"""Replay-side transforms: ``MultiStepTransform`` (n-step returns as data is extended) and
-``RandomCropTensorDict`` (random windows of sampled sequences)."""
+"""Replay-side transforms: ``MultiStepTransform`` (n-step returns as data is extended),
+``RandomCropTensorDict`` (random windows of sampled sequences) and ``BurnInTransform``
+(recurrent states brought up to date over the first steps of sampled sequences)."""
 
 import pytest
 import torch
 from tensordict import TensorDict
+from tensordict.nn import TensorDictModule
 
 from reap.envs import GymEnv, SerialEnv
 from reap.envs.transforms import (
+    BurnInTransform,
     MultiStepTransform,
     RandomCropTensorDict,
     StepCounter,
@@ -100,3 +103,37 @@ def test_random_crop_errors():
         RandomCropTensorDict(3, mask_key="mask")(short)
     with pytest.raises(ValueError, match="RandomCropTensorDict: sub_seq_len must be a positive int, got 0"):
         RandomCropTensorDict(0)
+
+
+class RunningSum(torch.nn.Module):
+    """A recurrent module over whole sequences: the state after step t is the state before the
+    sequence plus the inputs up to t (a parameter, so the transform can ask its device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, obs, hidden):
+        return hidden[:, :1] + (obs * self.scale).cumsum(1)
+
+
+def test_burn_in_carries_the_state_after_the_burnt_in_steps():
+    module = TensorDictModule(RunningSum(), in_keys=["obs", "hidden"], out_keys=[("next", "hidden")])
+    t = BurnInTransform([module], burn_in=4)
+    assert sorted(t.in_keys) == ["hidden", "obs"]
+    assert t.out_keys == ["hidden"]
+    data = TensorDict(obs=torch.arange(12.0).view(2, 6, 1), hidden=torch.full((2, 6, 1), 100.0), batch_size=[2, 6])
+    rb = ReplayBuffer(storage=LazyTensorStorage(4), transform=t, batch_size=2)
+    rb.extend(data)
+    sample = rb.sample()
+    assert sample.shape == (2, 2)
+    expected = {0.0: 100.0 + 0 + 1 + 2 + 3, 6.0: 100.0 + 6 + 7 + 8 + 9}  # by each sequence's first obs
+    for row in range(2):
+        first = float(sample["obs"][row, 0]) - 4  # the kept steps start at the fifth
+        assert float(sample["hidden"][row, 0]) == expected[first] and float(sample["hidden"][row, 1]) == 100.0
+    assert torch.equal(rb.storage[:]["hidden"], data["hidden"])  # the stored data is untouched
+    assert BurnInTransform([module], burn_in=0)(data) is data
+    with pytest.raises(ValueError, match="All modules must be TensorDictModules, but a"):
+        BurnInTransform([RunningSum()], burn_in=2)
+    with pytest.raises(RuntimeError, match="BurnInTransform can only be appended to a ReplayBuffer"):
+        TransformedEnv(GymEnv("Pendulum-v1"), BurnInTransform([module], 2))

@@ -6,7 +6,8 @@ from reap.registry import CollectorBackend, WeightSyncSchemeEntry
 
 #: Transforms importable from ``reap.envs.transforms`` (and, through the registry, from ``reap``).
 _NEW_TRANSFORMS = (
-    "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "CenterCrop",
+    "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "BurnInTransform",
+    "CenterCrop",
     "ConditionalSkip", "Crop", "DTypeCastTransform", "DiscreteActionProjection", "EndOfLifeTransform",
     "FiniteTensorDictCheck",
     "FlattenObservation", "GrayScale", "Hash", "MultiStepTransform", "ObservationTransform", "RandomCropTensorDict",

@@ -18,6 +18,7 @@ from reap.envs.transforms.action_discretizer import ActionDiscretizer
 from reap.envs.transforms.action_mask import ActionMask
 from reap.envs.transforms.action_projection import DiscreteActionProjection
 from reap.envs.transforms.auto_reset import AutoResetEnv, AutoResetTransform
+from reap.envs.transforms.burn_in import BurnInTransform
 from reap.envs.transforms.catframes import CatFrames
 from reap.envs.transforms.checks import FiniteTensorDictCheck
 from reap.envs.transforms.compose import Compose
@@ -66,6 +67,7 @@ __all__ = [
     "AutoResetEnv",
     "AutoResetTransform",
     "BinarizeReward",
+    "BurnInTransform",
     "CatFrames",
     "CatTensors",
     "CenterCrop",
