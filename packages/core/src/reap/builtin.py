@@ -9,7 +9,7 @@ _NEW_TRANSFORMS = (
     "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward", "BurnInTransform",
     "CenterCrop",
     "ConditionalSkip", "Crop", "DTypeCastTransform", "DiscreteActionProjection", "EndOfLifeTransform",
-    "FiniteTensorDictCheck",
+    "ExpandAs", "FiniteTensorDictCheck",
     "FlattenObservation", "GrayScale", "Hash", "MultiStepTransform", "ObservationTransform", "RandomCropTensorDict",
     "Resize", "TimeMaxPool", "TrajCounter",
     "LineariseRewards", "PermuteTransform", "RemoveEmptySpecs",

@@ -48,6 +48,7 @@ from reap.envs.transforms.stepping import ConditionalSkip, FrameSkipTransform, N
 from reap.envs.transforms.steps import InitTracker, StepCounter, TrajCounter
 from reap.envs.transforms.tensors import (
     CatTensors,
+    ExpandAs,
     FlattenObservation,
     PermuteTransform,
     SqueezeTransform,
@@ -80,6 +81,7 @@ __all__ = [
     "DoubleToFloat",
     "EndOfLifeTransform",
     "ExcludeTransform",
+    "ExpandAs",
     "FiniteTensorDictCheck",
     "FlattenObservation",
     "FrameSkipTransform",

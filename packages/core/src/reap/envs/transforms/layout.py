@@ -135,8 +135,9 @@ class Layout:
             replaced = (_changed(root_before, root_after), _changed(next_before, next_after))
         for key in FLAG_KEYS:
             if key in next_before and (key not in next_after or key in moves.values() or key in replaced[1]):
-                raise ValueError(f"{name}: the done flags ({', '.join(FLAG_KEYS)}) must stay as they are; "
-                                 "the collector reads them")
+                raise ValueError(f"{name}: the done flags ({', '.join(FLAG_KEYS)}) must stay as they are (the "
+                                 "collector reads them); write what the transform makes of them under another "
+                                 "key (out_keys)")
         self.root.add_stage(root_after, moves, replaced[0], reads)
         self.next.add_stage(next_after, moves, replaced[1], reads)
         self.output_spec, self.input_spec, self.cats = output_spec, input_spec, cats

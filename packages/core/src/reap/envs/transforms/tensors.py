@@ -1,5 +1,6 @@
 """Transforms that reshape or combine entries (TorchRL's): ``CatTensors``, ``Stack``,
-``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``, ``FlattenObservation``.
+``UnsqueezeTransform``, ``SqueezeTransform``, ``PermuteTransform``, ``FlattenObservation``,
+``ExpandAs``.
 
 Each writes its output array in place from its input arrays (read as they were before it, under
 ``("in", key)``); when the output keeps the input's name, the input stays as a hidden array. On
@@ -19,6 +20,8 @@ from copy import copy
 
 import numpy as np
 import torch
+from tensordict import unravel_key as unravel
+from tensordict.utils import expand_as_right
 
 from reap.envs.transforms.transform import (
     Transform,
@@ -511,3 +514,79 @@ class FlattenObservation(_Writes):
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(first_dim={int(self.first_dim)}, last_dim={int(self.last_dim)}, "
                 f"in_keys={self.in_keys}, out_keys={self.out_keys})")
+
+
+class ExpandAs(Transform):
+    """``in_key`` expanded to the right to ``ref_key``'s shape, written to ``out_key`` (default
+    ``in_key``), as TorchRL's ``ExpandAs`` (e.g. an env-level ``"done"`` to per-agent rewards).
+
+    An ``in_key`` among the done flags written under another name becomes an observation.
+    Runs through TorchRL's hooks (one expand per step).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from reap.envs.transforms import ExpandAs
+        >>> td = TensorDict(done=torch.ones(1, dtype=torch.bool), reward=torch.zeros(1, 3))
+        >>> ExpandAs("done", "reward", out_key="done3")(td)["done3"].shape
+        torch.Size([1, 3])
+    """
+
+    SPECS = ("full_observation_spec", "full_reward_spec", "full_done_spec")
+
+    def __init__(self, in_key, ref_key, out_key=None):
+        out_key = in_key if out_key is None else out_key
+        super().__init__(in_keys=[in_key], out_keys=[out_key])
+        self.in_key, self.ref_key, self.out_key = self.in_keys[0], unravel(ref_key), self.out_keys[0]
+
+    @classmethod
+    def _find_key_spec(cls, output_spec, key):
+        for name in cls.SPECS:
+            if name in output_spec.keys() and key in output_spec[name].keys(True, True):
+                return name, output_spec[name][key]
+        raise KeyError(f"Key {key} was not found in output specs.")
+
+    def _call(self, next_tensordict):
+        ref = next_tensordict.get(self.ref_key, None)
+        value = next_tensordict.get(self.in_key, None)
+        for key, found in ((self.ref_key, ref), (self.in_key, value)):
+            if found is None:
+                if self.missing_tolerance:
+                    return next_tensordict
+                raise KeyError(f"{self}: '{key}' not found in tensordict {next_tensordict}")
+        next_tensordict.set(self.out_key, expand_as_right(value, ref))
+        return next_tensordict
+
+    def forward(self, tensordict):
+        return self._call(tensordict)
+
+    def _reset(self, tensordict, tensordict_reset):
+        with missing_tolerance(self):
+            tensordict_reset = self._call(tensordict_reset)
+        if self.out_key in tensordict_reset.keys(True, True):
+            return tensordict_reset
+        value = tensordict_reset.get(self.in_key, None)
+        if value is None:
+            return tensordict_reset
+        ref = tensordict_reset.get(self.ref_key, None)
+        if ref is None and self.parent is not None:  # a reward, say: absent from a reset's output
+            try:
+                ref = torch.empty(self._find_key_spec(self.parent.output_spec, self.ref_key)[1].shape,
+                                  dtype=value.dtype, device=value.device)
+            except KeyError:
+                ref = None
+        tensordict_reset.set(self.out_key, value if ref is None else expand_as_right(value, ref))
+        return tensordict_reset
+
+    def transform_output_spec(self, output_spec):
+        output_spec = output_spec.clone()
+        _, ref_spec = self._find_key_spec(output_spec, self.ref_key)
+        name, in_spec = self._find_key_spec(output_spec, self.in_key)
+        if name == "full_done_spec" and self.out_key != self.in_key:
+            name = "full_observation_spec"
+        while len(in_spec.shape) < len(ref_spec.shape):
+            in_spec = in_spec.unsqueeze(-1)
+        spec = output_spec[name]
+        spec[self.out_key] = in_spec.expand(ref_spec.shape)
+        output_spec[name] = spec
+        return output_spec
