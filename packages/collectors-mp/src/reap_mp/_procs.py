@@ -24,15 +24,10 @@ import pickle
 import signal
 import time
 import types
-from collections import ChainMap
 
 from reap.collectors.spawn import check_main_guard, prepare_reports, start_report
 from reap.errors import WorkerError
-
-try:  # gymnasium depends on cloudpickle, so it is there wherever reap-core is
-    import cloudpickle
-except ImportError:  # pragma: no cover
-    cloudpickle = None
+from reap.pickling import cloud_dumps  # also makes multiprocessing send an mp.Value's memory once
 
 START_METHODS = ("spawn", "forkserver", "fork")
 #: Seconds to wait for a worker's exit code once its pipe closed (it is on its way out).
@@ -66,15 +61,6 @@ class _NoMainPickler(multiprocessing.reduction.ForkingPickler):
         return NotImplemented
 
 
-if cloudpickle is not None:
-    class _CloudPickler(cloudpickle.Pickler):
-        """cloudpickle with multiprocessing's reducers (an ``mp.Value``'s shared memory travels as
-        a descriptor to the starting child, not as bytes)."""
-
-        dispatch_table = ChainMap(multiprocessing.reduction.ForkingPickler._extra_reducers,
-                                  cloudpickle.Pickler.dispatch_table)
-
-
 class Payload:
     """Wraps an object so that it reaches a spawned child even if plain pickle refuses it.
 
@@ -94,11 +80,7 @@ class Payload:
             _NoMainPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(self._obj)
             return {"raw": buffer.getvalue(), "cloud": False}
         except Exception:
-            if cloudpickle is None:
-                raise
-            buffer = io.BytesIO()
-            _CloudPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(self._obj)
-            return {"raw": buffer.getvalue(), "cloud": True}
+            return {"raw": cloud_dumps(self._obj), "cloud": True}
 
     def __setstate__(self, state):
         self._raw = state["raw"]

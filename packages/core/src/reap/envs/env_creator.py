@@ -19,6 +19,7 @@ import pickle
 from collections.abc import Callable
 from multiprocessing.context import get_spawning_popen
 from multiprocessing.reduction import ForkingPickler
+from multiprocessing.sharedctypes import Synchronized
 
 import torch
 import torch.multiprocessing  # noqa: F401  (registers torch's reductions with ForkingPickler)
@@ -104,14 +105,26 @@ class EnvMetaData:
 
 def _sharing_transforms(env) -> list:
     """The transforms of ``env`` whose statistics an ``EnvCreator`` shares, outermost env first."""
+    return [t for t in _leaf_transforms(env)
+            if hasattr(t, "_use_statistics") and getattr(t, "stateful", True)]  # stateless: in the data
+
+
+def _leaf_transforms(env) -> list:
+    """Every transform of ``env``, outermost env first, each ``Compose`` unrolled."""
     from reap.envs.transforms.transformed_env import TransformedEnv, leaves_of
 
     found = []
     while isinstance(env, TransformedEnv):
-        found.extend(t for t in leaves_of(env.transform)
-                     if hasattr(t, "_use_statistics") and getattr(t, "stateful", True))  # stateless: in the data
+        found.extend(leaves_of(env.transform))
         env = env.base_env
     return found
+
+
+def _mp_values(env) -> list:
+    """``(transform index, attribute, value)`` for each ``mp.Value`` a transform of ``env`` holds
+    (a ``TrajCounter``'s counter): what the envs an ``EnvCreator`` makes share, as TorchRL's."""
+    return [(i, name, value) for i, t in enumerate(_leaf_transforms(env))
+            for name, value in vars(t).items() if isinstance(value, Synchronized)]
 
 
 class EnvCreator:
@@ -127,7 +140,9 @@ class EnvCreator:
 
     With ``share_memory=True`` (the default), as TorchRL's, the envs it makes share the statistics
     of their ``VecNorm``/``VecNormV2`` transforms: those of that first env, moved to shared memory,
-    which worker processes inherit or get by handle (``ParallelEnv(4, EnvCreator(make_env))``);
+    which worker processes inherit or get by handle (``ParallelEnv(4, EnvCreator(make_env))``),
+    and the counters of their ``TrajCounter`` transforms (the first env's ``mp.Value``s; variants
+    from ``make_variant`` share them too);
     ``state_dict()`` reads them, and count one reset and one random step of that first env, as
     TorchRL's. Without a lock (``VecNorm(lock=...)``) two processes updating them
     at the same moment may lose one update.
@@ -149,6 +164,7 @@ class EnvCreator:
         self._specs: dict | None = None
         self._meta_data: EnvMetaData | None = None
         self._statistics: list | None = None  # per sharing transform of the first env, its statistics
+        self._mp_values: list | None = None  # the first env's mp.Values, set on every env made
         if share_memory:  # before any worker starts, so that they all share the first env's statistics
             self.init_()
 
@@ -170,6 +186,10 @@ class EnvCreator:
                                "transforms each time (or pass share_memory=False)")
         for transform, statistics in zip(transforms, self._statistics):
             transform._use_statistics(statistics)
+        leaves = _leaf_transforms(env)
+        for index, name, value in self._mp_values or ():
+            if index < len(leaves) and isinstance(vars(leaves[index]).get(name), Synchronized):
+                setattr(leaves[index], name, value)
 
     def state_dict(self) -> dict:
         """The ``state_dict`` of the envs it makes (their shared statistics with ``share_memory``)."""
@@ -180,8 +200,12 @@ class EnvCreator:
             env.close()
 
     def make_variant(self, **kwargs) -> EnvCreator:
-        """A creator of the same env with these keyword arguments added (or replaced)."""
-        return EnvCreator(self.create_env_fn, {**self.create_env_kwargs, **kwargs}, self._share_memory)
+        """A creator of the same env with these keyword arguments added (or replaced), sharing this
+        one's statistics and counters (TorchRL's)."""
+        variant = EnvCreator(self.create_env_fn, {**self.create_env_kwargs, **kwargs}, share_memory=False)
+        variant._share_memory = self._share_memory
+        variant._statistics, variant._mp_values = self._statistics, self._mp_values
+        return variant
 
     def init_(self) -> EnvCreator:
         """Build one env now to read its specs (done on first access otherwise); returns self."""
@@ -194,6 +218,7 @@ class EnvCreator:
                 if self._meta_data is None:
                     self._meta_data = EnvMetaData.metadata_from_env(env)
                 if self._share_memory and self._statistics is None:
+                    self._mp_values = _mp_values(env)
                     self._statistics = [t._share_statistics() for t in _sharing_transforms(env)]
                     if self._statistics:  # TorchRL's first env takes a reset and a step: they count
                         env.rand_step(env.reset())
@@ -233,22 +258,28 @@ class EnvCreator:
         self._meta_data = value
 
     def __getstate__(self):
+        # mp.Values reach a starting process only (pickled elsewhere, each env made counts alone)
+        values = self._mp_values if get_spawning_popen() is not None else None
         fn = self.create_env_fn
         if "<" in getattr(fn, "__qualname__", ""):  # a lambda or a local function: by value, as TorchRL's
-            import cloudpickle  # gymnasium's dependency: wherever reap-core is
+            from reap.pickling import cloud_dumps
 
-            fn = _ByValue(cloudpickle.dumps(fn))
+            # with the mp.Values in the same pass: a value the function holds too is sent once (a
+            # child given one descriptor twice fails to start)
+            fn, values = _ByValue(cloud_dumps((fn, values))), None
         statistics = self._statistics
         if statistics and get_spawning_popen() is not None:
             # a worker process is being started with it: send handles to the shared memory (plain
             # pickle, which its arguments may go through, would copy the tensors)
             statistics = _ByValue(bytes(ForkingPickler.dumps(statistics)))
         return {"create_env_fn": fn, "create_env_kwargs": self.create_env_kwargs,
-                "_share_memory": self._share_memory, "_specs": None, "_meta_data": None, "_statistics": statistics}
+                "_share_memory": self._share_memory, "_specs": None, "_meta_data": None, "_statistics": statistics,
+                "_mp_values": values}
 
     def __setstate__(self, state) -> None:
         if isinstance(state["create_env_fn"], _ByValue):
-            state["create_env_fn"] = pickle.loads(state["create_env_fn"].payload)
+            state["create_env_fn"], values = pickle.loads(state["create_env_fn"].payload)
+            state["_mp_values"] = values if values is not None else state.get("_mp_values")
         if isinstance(state["_statistics"], _ByValue):
             state["_statistics"] = ForkingPickler.loads(state["_statistics"].payload)
         self.__dict__.update(state)

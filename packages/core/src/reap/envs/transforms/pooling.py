@@ -78,6 +78,12 @@ class TimeMaxPool(Transform):
         return self._pool(next_tensordict)
 
     def _reset(self, tensordict, tensordict_reset):
+        for in_key in self.in_keys:  # an entry the reset does not write is the step's before it, as TorchRL's
+            if tensordict_reset.get(in_key, None) is None:
+                previous = None if tensordict is None else tensordict.get(in_key, None)
+                if previous is None:
+                    raise KeyError(f"Could not find {in_key} in the reset data.")
+                tensordict_reset.set(in_key, previous)
         return self._pool(tensordict_reset, reset_flags(tensordict if tensordict is not None else tensordict_reset))
 
     def forward(self, tensordict):

@@ -1,0 +1,63 @@
+"""``cloud_dumps``: an object by value (cloudpickle: lambdas, local functions) for a worker
+process, with multiprocessing's own reducers, so the ``mp.Value``s, locks and queues it holds
+reach a starting child shared, as they do when passed to ``Process`` directly.
+
+Importing this module also makes multiprocessing hand the shared memory of an ``mp.Value`` to a
+starting child once however many times it is pickled for it: reap pickles a worker's arguments
+itself (``Payload``, by value, maybe twice when a first attempt fails) before multiprocessing
+pickles them again, and a descriptor registered twice makes the child fail to start ("bad
+value(s) in fds_to_keep"); the first registration is reused instead.
+
+Examples:
+    >>> import pickle
+    >>> from reap.pickling import cloud_dumps
+    >>> pickle.loads(cloud_dumps(lambda x: x + 1))(1)
+    2
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing.heap
+import multiprocessing.reduction
+import pickle
+from collections import ChainMap
+from multiprocessing.context import get_spawning_popen
+
+import cloudpickle  # gymnasium's dependency: wherever reap-core is
+
+
+def _dup_fd_once(fd: int):
+    """multiprocessing's ``DupFd(fd)``, reusing the registration when the starting child already
+    gets ``fd``."""
+    popen = get_spawning_popen()
+    sent = getattr(popen, "_fds", None)
+    if popen is None or sent is None or fd not in sent:
+        return multiprocessing.reduction.DupFd(fd)
+    # forkserver children find their descriptors by position, spawn children by number
+    return popen.DupFd(sent.index(fd) if popen.method == "forkserver" else fd)
+
+
+def _reduce_arena(arena):
+    if arena.fd == -1:
+        raise ValueError("Arena is unpicklable because forking was enabled when it was created")
+    return multiprocessing.heap.rebuild_arena, (arena.size, _dup_fd_once(arena.fd))
+
+
+multiprocessing.reduction.ForkingPickler.register(multiprocessing.heap.Arena, _reduce_arena)
+#: multiprocessing's reducers (with the one above), for picklers that are not ForkingPickler
+FORKING_REDUCERS = multiprocessing.reduction.ForkingPickler._extra_reducers
+
+
+class CloudForkingPickler(cloudpickle.Pickler):
+    """cloudpickle that knows multiprocessing's reducers (an ``mp.Value``'s shared memory travels
+    as a descriptor to a starting child, not as bytes, which cloudpickle alone refuses)."""
+
+    dispatch_table = ChainMap(FORKING_REDUCERS, cloudpickle.Pickler.dispatch_table)
+
+
+def cloud_dumps(obj) -> bytes:
+    """``obj`` by value, multiprocessing's objects included (see the module)."""
+    buffer = io.BytesIO()
+    CloudForkingPickler(buffer, pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
