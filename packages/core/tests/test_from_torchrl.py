@@ -54,9 +54,9 @@ def test_torchrl_transforms_reap_cannot_take_say_what_to_use():
             "StepCounter is TorchRL's transform; a reap env takes reap's transforms: use "
             "reap's (`from reap.envs import StepCounter`) with the same arguments")):
         env.append_transform(torchrl_envs.StepCounter())
-    with pytest.raises(TypeError, match="insert_transform: TimeMaxPool is TorchRL's transform; .* reap has no "
+    with pytest.raises(TypeError, match="insert_transform: Timer is TorchRL's transform; .* reap has no "
                                         "transform of that name"):
-        env.append_transform(InitTracker()).insert_transform(0, torchrl_envs.TimeMaxPool())
+        env.append_transform(InitTracker()).insert_transform(0, torchrl_envs.Timer())
     with pytest.raises(ValueError, match="expected a transform or a callable, but received an object of type"):
         env.append_transform(3)
     two_defaults = torchrl_envs.TensorDictPrimer(
