@@ -18,10 +18,11 @@ from copy import copy
 import numpy as np
 import torch
 
-from reap.envs.transforms.transform import Transform, apply_to_composite, expand_right, reset_flags
+from reap.envs.transforms.tensors import _Writes
+from reap.envs.transforms.transform import apply_to_composite, expand_right, reset_flags
 
 
-class TimeMaxPool(Transform):
+class TimeMaxPool(_Writes):
     """The maximum of each of ``in_keys`` (default ``["observation"]``) over its last ``T`` values,
     written to ``out_keys``; the window is kept in a buffer per key (``_maxpool_buffer_<key>``,
     ``T`` first, in the state dict), newest first.
@@ -95,15 +96,9 @@ class TimeMaxPool(Transform):
     def transform_observation_spec(self, observation_spec):
         return observation_spec
 
-    # ---- arrays --------------------------------------------------------------------------------
-    def replaced_keys(self):
-        return tuple(self.out_keys)
-
-    def reads_inputs(self):
-        return tuple(self.in_keys)
-
+    # ---- arrays (the in/out plumbing is _Writes') -------------------------------------------------
     def _attach(self, env):
-        self._check_in_keys(env)
+        super()._attach(env)
         specs = env.next_specs()
         for in_key in self.in_keys:
             spec = specs[in_key]
