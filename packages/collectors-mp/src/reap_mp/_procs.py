@@ -6,9 +6,8 @@
   (:mod:`reap.collectors.spawn`: a worker that dies of it is reported with that explanation).
 * :class:`Payload`: cloudpickles what plain pickle cannot send to a spawned child: lambdas, and
   the functions and classes of ``__main__`` (the child's ``__main__`` is the script re-imported
-  without its guarded block, so they may not exist there by name). Both picklers know
-  multiprocessing's own objects (``mp.Value``, locks, queues: shared with the child, as they are
-  when passed to ``Process`` directly).
+  without its guarded block, so they may not exist there by name). Both pickle an ``mp.Value``
+  (shared with the child, as when passed to ``Process`` directly); tensors are copied.
 * :class:`WorkerHandle`: one child process and its pipe; every wait is bounded and watches the
   process sentinel, so a dead child is reported at once with its exit code or signal.
 """
@@ -16,6 +15,7 @@
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import io
 import multiprocessing
 import multiprocessing.connection
@@ -24,10 +24,11 @@ import pickle
 import signal
 import time
 import types
+from collections import ChainMap
 
 from reap.collectors.spawn import check_main_guard, prepare_reports, start_report
 from reap.errors import WorkerError
-from reap.pickling import cloud_dumps  # also makes multiprocessing send an mp.Value's memory once
+from reap.pickling import MP_VALUE_REDUCERS, cloud_dumps  # also: an mp.Value's memory sent once
 
 START_METHODS = ("spawn", "forkserver", "fork")
 #: Seconds to wait for a worker's exit code once its pipe closed (it is on its way out).
@@ -50,10 +51,12 @@ def get_context(method: str | None, owner: str):
     return ctx
 
 
-class _NoMainPickler(multiprocessing.reduction.ForkingPickler):
-    """Plain pickle (with multiprocessing's reducers), refusing the functions and classes of
-    ``__main__`` (sent by reference, a function defined under ``if __name__ == "__main__":``
-    would not exist in the child)."""
+class _NoMainPickler(pickle.Pickler):
+    """Plain pickle (an ``mp.Value`` included), refusing the functions and classes of ``__main__``
+    (sent by reference, a function defined under ``if __name__ == "__main__":`` would not exist
+    in the child)."""
+
+    dispatch_table = ChainMap(MP_VALUE_REDUCERS, copyreg.dispatch_table)
 
     def reducer_override(self, obj):
         if isinstance(obj, (type, types.FunctionType)) and obj.__module__ == "__main__":

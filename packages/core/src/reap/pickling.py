@@ -17,11 +17,13 @@ Examples:
 
 from __future__ import annotations
 
+import ctypes
 import io
 import multiprocessing.heap
 import multiprocessing.reduction
 import pickle
 from collections import ChainMap
+from collections.abc import Mapping
 from multiprocessing.context import get_spawning_popen
 
 import cloudpickle  # gymnasium's dependency: wherever reap-core is
@@ -45,15 +47,39 @@ def _reduce_arena(arena):
 
 
 multiprocessing.reduction.ForkingPickler.register(multiprocessing.heap.Arena, _reduce_arena)
-#: multiprocessing's reducers (with the one above), for picklers that are not ForkingPickler
-FORKING_REDUCERS = multiprocessing.reduction.ForkingPickler._extra_reducers
+class _MpValueReducers(Mapping):
+    """What a pickler needs besides copyreg's to send an ``mp.Value``/``mp.Array`` shared to a
+    starting child: the reducers multiprocessing registers for their ctypes objects and our
+    arena's. Not the rest of ForkingPickler's table, whose torch reductions would move every
+    tensor (a policy's weights) to shared memory instead of copying it."""
+
+    @staticmethod
+    def _ctypes_keys():
+        return [k for k in multiprocessing.reduction.ForkingPickler._extra_reducers
+                if isinstance(k, type) and issubclass(k, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure))]
+
+    def __getitem__(self, cls):
+        if cls is multiprocessing.heap.Arena:
+            return _reduce_arena
+        if isinstance(cls, type) and issubclass(cls, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure)):
+            return multiprocessing.reduction.ForkingPickler._extra_reducers[cls]
+        raise KeyError(cls)
+
+    def __iter__(self):
+        return iter([multiprocessing.heap.Arena, *self._ctypes_keys()])
+
+    def __len__(self):
+        return 1 + len(self._ctypes_keys())
+
+
+MP_VALUE_REDUCERS = _MpValueReducers()
 
 
 class CloudForkingPickler(cloudpickle.Pickler):
-    """cloudpickle that knows multiprocessing's reducers (an ``mp.Value``'s shared memory travels
-    as a descriptor to a starting child, not as bytes, which cloudpickle alone refuses)."""
+    """cloudpickle that can send an ``mp.Value`` (its shared memory travels as a descriptor to a
+    starting child, not as bytes, which cloudpickle alone refuses)."""
 
-    dispatch_table = ChainMap(FORKING_REDUCERS, cloudpickle.Pickler.dispatch_table)
+    dispatch_table = ChainMap(MP_VALUE_REDUCERS, cloudpickle.Pickler.dispatch_table)
 
 
 def cloud_dumps(obj) -> bytes:
