@@ -15,7 +15,7 @@ Examples:
 from __future__ import annotations
 
 import torch
-from tensordict import TensorDictBase, unravel_key
+from tensordict import LazyStackedTensorDict, TensorDictBase, unravel_key
 from tensordict.nn import TensorDictModuleBase
 
 DONE_KEYS = ("done", "terminated", "truncated")
@@ -82,7 +82,11 @@ class MultiStep(torch.nn.Module):
         span = ends - time  # later steps of the same trajectory within the batch
         ahead = span.clamp(max=self.n_steps - 1)
         nxt = td.get("next")
-        gathered = nxt.exclude(*self.reward_keys, *self.done_keys).gather(len(batch), time + ahead)
+        rest, index = nxt.exclude(*self.reward_keys, *self.done_keys), time + ahead
+        if isinstance(rest, LazyStackedTensorDict):  # a SerialEnv's rollouts: TensorDict's gather maps the stack
+            gathered = rest.gather(len(batch), index)
+        else:  # one gather per leaf: about half the time of TensorDict.gather on dense batches
+            gathered = rest.apply(lambda x: x.gather(len(batch), _expand_right(index, x)))
         for key in self.reward_keys:
             reward = nxt.get(key)
             nxt.rename_key_(key, "original_reward")
