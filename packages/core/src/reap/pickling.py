@@ -1,6 +1,6 @@
 """``cloud_dumps``: an object by value (cloudpickle: lambdas, local functions) for a worker
-process, with multiprocessing's own reducers, so the ``mp.Value``s, locks and queues it holds
-reach a starting child shared, as they do when passed to ``Process`` directly.
+process, so that the ``mp.Value``s and ``mp.Array``s it holds reach a starting child shared, as
+they do when passed to ``Process`` directly (tensors are copied, as plain pickle copies them).
 
 Importing this module also makes multiprocessing hand the shared memory of an ``mp.Value`` to a
 starting child once however many times it is pickled for it: reap pickles a worker's arguments
