@@ -54,14 +54,16 @@ class _MpValueReducers(Mapping):
     tensor (a policy's weights) to shared memory instead of copying it."""
 
     @staticmethod
-    def _ctypes_keys():
-        return [k for k in multiprocessing.reduction.ForkingPickler._extra_reducers
-                if isinstance(k, type) and issubclass(k, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure))]
+    def _is_ctypes(cls) -> bool:
+        return isinstance(cls, type) and issubclass(cls, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure))
+
+    def _ctypes_keys(self):
+        return [k for k in multiprocessing.reduction.ForkingPickler._extra_reducers if self._is_ctypes(k)]
 
     def __getitem__(self, cls):
         if cls is multiprocessing.heap.Arena:
             return _reduce_arena
-        if isinstance(cls, type) and issubclass(cls, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure)):
+        if self._is_ctypes(cls):
             return multiprocessing.reduction.ForkingPickler._extra_reducers[cls]
         raise KeyError(cls)
 

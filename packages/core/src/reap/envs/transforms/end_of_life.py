@@ -31,6 +31,15 @@ from reap.specs import Unbounded
 NO_PARENT_ERR = "The {} transform is being executed without a parent env. This is currently not supported."
 
 
+def _warn_unless_gym(transform, base_env, stacklevel: int) -> None:
+    """TorchRL's warning: the lives are looked up as in a gym env, other envs may lack them."""
+    from reap.envs.gym import GymEnv
+
+    if not isinstance(base_env, GymEnv):
+        warnings.warn(f"The base_env is not a gym env. Compatibility of {type(transform)} is not guaranteed with "
+                      "environment types that do not inherit from GymWrapper.", UserWarning, stacklevel=stacklevel + 1)
+
+
 class EndOfLifeTransform(Transform):
     """Write ``lives_key`` (the base env's lives, int64, batch-shaped) and ``eol_key`` (shaped like
     ``done_key``: True at a step whose lives are fewer than before it, or that is done).
@@ -61,14 +70,10 @@ class EndOfLifeTransform(Transform):
         return torch.as_tensor(lives, dtype=torch.int64)
 
     def _get_lives(self) -> torch.Tensor:
-        from reap.envs.gym import GymEnv
-
         if self.parent is None:
             raise RuntimeError(NO_PARENT_ERR.format(type(self)))
         base_env = self.parent.base_env
-        if not isinstance(base_env, GymEnv):
-            warnings.warn(f"The base_env is not a gym env. Compatibility of {type(self)} is not guaranteed with "
-                          "environment types that do not inherit from GymWrapper.", UserWarning, stacklevel=3)
+        _warn_unless_gym(self, base_env, stacklevel=3)
         return self._lives_of(base_env)
 
     def transform_observation_spec(self, observation_spec):
@@ -108,12 +113,8 @@ class EndOfLifeTransform(Transform):
 
     # ---- arrays --------------------------------------------------------------------------------
     def _attach(self, env):
-        from reap.envs.gym import GymEnv
-
         self._base = env.base_env
-        if not isinstance(self._base, GymEnv):
-            warnings.warn(f"The base_env is not a gym env. Compatibility of {type(self)} is not guaranteed with "
-                          "environment types that do not inherit from GymWrapper.", UserWarning, stacklevel=4)
+        _warn_unless_gym(self, self._base, stacklevel=4)
 
     def _lives_array(self) -> np.ndarray:
         return self._lives_of(self._base).numpy()
